@@ -1,0 +1,129 @@
+"""The ``harness`` command (also ``python -m harness``).
+
+``harness run`` picks the device (CUDA/ROCm, or CPU with the Triton interpreter) and the matching
+profile, runs the kernel suites through pytest and writes a report folder.
+``harness selftest`` runs the detectors against the seeded faults and the shipped kernels.
+
+Exit codes follow ``git bisect run``: 0 good, 1 bad (a comparison failed), 125 could not test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import pathlib
+import sys
+import uuid
+
+EXIT_GOOD, EXIT_BAD, EXIT_UNTESTABLE = 0, 1, 125
+
+
+def _report_folder(output: str | None) -> pathlib.Path:
+    if output:
+        folder = pathlib.Path(output)
+    else:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        folder = pathlib.Path("reports") / f"{stamp}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    latest = folder.parent / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(folder.name)
+    except OSError:
+        pass
+    return folder
+
+
+def _pytest_exit_to_verdict(code: int) -> int:
+    """pytest: 0 ok, 1 tests failed, 2 interrupted, 3 internal error, 4 usage, 5 none collected."""
+    if code == 0:
+        return EXIT_GOOD
+    if code == 1:
+        return EXIT_BAD
+    return EXIT_UNTESTABLE
+
+
+def cmd_run(args) -> int:
+    import pytest
+
+    from harness.device import configure_triton
+    from harness.profiles import default_profile_name
+    from harness.report import write_summary
+
+    configure_triton()
+    profile = args.profile or default_profile_name()
+    folder = _report_folder(args.output)
+    pytest_args = [str(pathlib.Path(__file__).resolve().parent.parent / "suites"),
+                   "--profile", profile, "--report-dir", str(folder),
+                   f"--junitxml={folder / 'junit.xml'}", "-q", "-p", "no:cacheprovider"]
+    if args.ops:
+        pytest_args += ["-k", " or ".join(args.ops)]
+    for name in args.impl:
+        pytest_args += ["--impl", name]
+    for mod in args.impl_module:
+        pytest_args += ["--impl-module", mod]
+    if args.device:
+        pytest_args += ["--device", args.device]
+    if args.workers:
+        pytest_args += ["-n", str(args.workers)]
+    code = pytest.main(pytest_args + list(args.pytest_args))
+    write_summary(folder, profile=profile, pytest_exit=code)
+    print(f"report: {folder}")
+    return _pytest_exit_to_verdict(code)
+
+
+def cmd_selftest(args) -> int:
+    import pandas as pd
+
+    from harness.device import configure_triton, default_device
+    from harness.profiles import get_profile
+    from harness.registry import load_builtins
+    from harness import selftest
+
+    configure_triton()
+    load_builtins()
+    profile = get_profile(args.profile)
+    hidden = args.hidden or min(profile.hidden)
+    df = selftest.run(profile, args.device or default_device(), hidden)
+    with pd.option_context("display.max_colwidth", 90, "display.width", 200):
+        print(df[["kind", "name", "op", "detector", "result", "message"]].to_string(index=False))
+    bad = df[~df["ok"]]
+    print(f"\n{int((df.kind == 'fault').sum())} faults, {int((df.kind == 'control').sum())} "
+          f"controls, {len(bad)} wrong")
+    return EXIT_GOOD if bad.empty else EXIT_BAD
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the kernel suites and write a report")
+    run.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
+    run.add_argument("--ops", nargs="+", help="only these ops (pytest -k expression terms)")
+    run.add_argument("--impl", action="append", default=[], help="only these implementations")
+    run.add_argument("--impl-module", action="append", default=[],
+                     help="module or .py file registering extra implementations")
+    run.add_argument("--device", choices=["cuda", "cpu"])
+    run.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. auto)")
+    run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")
+    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
+    run.set_defaults(func=cmd_run)
+    st = sub.add_parser("selftest", help="seeded faults must be caught, shipped kernels pass")
+    st.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
+    st.add_argument("--device", choices=["cuda", "cpu"])
+    st.add_argument("--hidden", type=int)
+    st.set_defaults(func=cmd_selftest)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return EXIT_UNTESTABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

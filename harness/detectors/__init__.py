@@ -1,0 +1,48 @@
+"""Detectors: reusable checks for the bug classes the harness exists to catch.
+
+Each detector returns a :class:`Finding`; suites assert ``finding.passed`` and record
+``finding.rows``. The self-tests in ``suites/test_detectors_fire.py`` feed each one a deliberately
+broken implementation to show it fires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass
+class Finding:
+    detector: str
+    op: str
+    impl: str
+    passed: bool
+    message: str
+    rows: list[dict] = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def explain(self) -> str:
+        state = "ok" if self.passed else "FLAGGED"
+        return f"[{self.detector}] {self.op}/{self.impl}: {state}: {self.message}"
+
+
+def outputs_agree(spec, a: dict, b: dict, bitwise: bool) -> list[str]:
+    """Problems found comparing two runs' outputs: bitwise, or within the op tolerance."""
+    bad = []
+    for name in spec.outputs:
+        x, y = a[name], b[name]
+        if bitwise:
+            if not torch.equal(x, y):
+                diff = (x.double() - y.double()).abs().max().item() if x.shape == y.shape else None
+                bad.append(f"{name} not bitwise equal (max diff {diff})")
+        else:
+            tol = spec.tolerance(name)
+            try:
+                torch.testing.assert_close(x.double(), y.double(), atol=tol.atol, rtol=tol.rtol,
+                                           equal_nan=False)
+            except AssertionError as exc:
+                bad.append(f"{name}: {str(exc).splitlines()[0]}")
+    return bad

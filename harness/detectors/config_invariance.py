@@ -1,0 +1,34 @@
+"""Config invariance: knobs such as ``n_splits`` must not change the result beyond rounding.
+
+Each value of each knob the implementation declares is run; every result must pass the op
+tolerance against the float64 reference and agree with the default configuration within it.
+"""
+
+from __future__ import annotations
+
+from harness.detectors import Finding, outputs_agree
+from harness.evaluate import evaluate
+from harness.registry import Implementation
+from harness.specs import Case, OpSpec
+
+
+def check(spec: OpSpec, impl: Implementation, case: Case) -> Finding:
+    if not impl.knobs:
+        return Finding("config_invariance", spec.op, impl.name, True, "no knobs declared")
+    inputs = spec.make_inputs(case)
+    ref = spec.reference(inputs)
+    default = spec.run(impl.fn, inputs)
+    problems, rows = [], []
+    for knob, values in impl.knobs.items():
+        for value in values:
+            ev = evaluate(spec, impl, case, inputs=inputs, ref=ref,
+                          check=f"config_invariance[{knob}={value}]", **{knob: value})
+            rows += ev.rows
+            if not ev.passed:
+                problems.append(f"{knob}={value}: {ev.failures()}")
+            elif ev.outputs:
+                problems += [f"{knob}={value} vs default: {b}"
+                             for b in outputs_agree(spec, default, ev.outputs, bitwise=False)]
+    message = "; ".join(problems) if problems else (
+        "results agree for " + ", ".join(f"{k} in {v}" for k, v in impl.knobs.items()))
+    return Finding("config_invariance", spec.op, impl.name, not problems, message, rows)

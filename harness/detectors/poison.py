@@ -1,0 +1,68 @@
+"""Poisoned outputs: every buffer an implementation allocates starts as a sentinel, so an
+element it forgets to write shows up as NaN (floats) or a wild value (integers) instead of a
+lucky zero.
+
+Allocations through ``torch.empty*`` / ``new_empty`` from Python are intercepted with a
+``TorchFunctionMode``; on CUDA the caching allocator's free blocks are also flooded with NaN
+bytes first, so allocations made from C++ see the poison too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from harness.detectors import Finding
+from harness.evaluate import evaluate
+from harness.registry import Implementation
+from harness.specs import Case, OpSpec
+
+INT_SENTINEL = 0x5A5A5A5A
+_ALLOCATORS = {torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty}
+
+
+def fill_sentinel(t: torch.Tensor) -> torch.Tensor:
+    if t.is_floating_point() or t.is_complex():
+        return t.fill_(float("nan"))
+    if t.dtype == torch.bool:
+        return t.fill_(True)
+    info = torch.iinfo(t.dtype)
+    return t.fill_(min(INT_SENTINEL, info.max))
+
+
+class _PoisonAllocations(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _ALLOCATORS and isinstance(out, torch.Tensor) and out.numel():
+            with torch.no_grad():
+                fill_sentinel(out)
+        return out
+
+
+def _flood_cuda_cache(device: torch.device, fraction: float = 0.25) -> None:
+    free, _ = torch.cuda.mem_get_info(device)
+    n = int(free * fraction) // 4
+    if n > 0:
+        block = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
+        del block
+
+
+@contextlib.contextmanager
+def poisoned_allocations(device: str | torch.device = "cpu"):
+    device = torch.device(device)
+    if device.type == "cuda":
+        _flood_cuda_cache(device)
+    with _PoisonAllocations():
+        yield
+
+
+def check(spec: OpSpec, impl: Implementation, case: Case) -> Finding:
+    inputs = spec.make_inputs(case)
+    ref = spec.reference(inputs)
+    with poisoned_allocations(case.device):
+        ev = evaluate(spec, impl, case, inputs=inputs, ref=ref, check="poisoned_outputs")
+    message = ("every output element written (no sentinel survived)" if ev.passed
+               else ev.failures())
+    return Finding("poisoned_outputs", spec.op, impl.name, ev.passed, message, ev.rows)

@@ -1,0 +1,64 @@
+"""Device discovery and the Triton interpreter switch.
+
+Triton picks between compiling a kernel and interpreting it when ``@triton.jit`` runs, i.e. when
+a kernel module is imported. So the choice has to be made before ``kernels`` is imported:
+:func:`configure_triton` does that once, and every entry point (conftest, CLI) calls it first.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+
+def has_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+def default_device() -> str:
+    return "cuda" if has_gpu() else "cpu"
+
+
+def triton_interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@functools.cache
+def configure_triton() -> None:
+    """Turn on the Triton interpreter when there is no GPU, unless the user opted out.
+
+    Set ``HARNESS_NO_TRITON_INTERPRET=1`` to keep it off; Triton kernels then report
+    themselves unavailable on a machine with no GPU instead of running slowly on CPU.
+    """
+    if not has_gpu() and "TRITON_INTERPRET" not in os.environ:
+        if os.environ.get("HARNESS_NO_TRITON_INTERPRET", "0") in ("", "0"):
+            os.environ["TRITON_INTERPRET"] = "1"
+
+
+def triton_unavailable_reason() -> str | None:
+    """None when Triton kernels can run here, else why they cannot and what to do."""
+    try:
+        import triton  # noqa: F401
+    except ImportError as exc:
+        return f"triton is not installed ({exc}); install it with `pip install triton`"
+    if has_gpu() or triton_interpreted():
+        return None
+    return ("no GPU and TRITON_INTERPRET is off; set TRITON_INTERPRET=1 (or unset "
+            "HARNESS_NO_TRITON_INTERPRET) to run the Triton kernels under the interpreter")
+
+
+def describe() -> dict[str, str]:
+    """Versions and hardware, for reports."""
+    info = {"torch": torch.__version__, "device": default_device(),
+            "triton_interpret": str(triton_interpreted())}
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except ImportError:
+        info["triton"] = "absent"
+    if has_gpu():
+        info["gpu"] = torch.cuda.get_device_name()
+        info["cuda"] = str(torch.version.cuda or torch.version.hip)
+    return info

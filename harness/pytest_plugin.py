@@ -1,0 +1,136 @@
+"""pytest integration: options, sweep parametrization, result recording.
+
+Suites declare what they sweep, and this plugin expands it from the active profile::
+
+    OPS = MHC_OPS                                   # module constant: ops under test
+
+    @pytest.mark.sweep("tokens", "hidden", "seed")  # axes taken from the profile
+    def test_matches_reference(target): ...
+
+    @pytest.mark.sweep(hidden="profile", tokens=[7, 257])   # explicit values for an axis
+    def test_poison(target): ...
+
+Each generated test gets a :class:`Target` (spec, implementation, case) with an id like
+``mhc_pre-T4099-H7168-triton``. Implementations that cannot run here are collected as skips
+that carry the registry's reason, so the report says what was not tested and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+import pytest
+
+from harness import device as harness_device
+from harness.profiles import Profile, get_profile
+from harness.registry import REFERENCE, Implementation, load_builtins, records
+from harness.results import SESSION
+from harness.specs import Case, OpSpec, get_spec
+
+AXES = ("tokens", "hidden", "seed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    spec: OpSpec
+    impl: Implementation
+    case: Case
+    profile: Profile
+
+    @property
+    def op(self) -> str:
+        return self.spec.op
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("harness")
+    group.addoption("--profile", default=None,
+                    help="sweep profile: smoke, ci, nightly, full (default: smoke on CPU, ci on GPU)")
+    group.addoption("--impl", action="append", default=[],
+                    help="only test these implementations (repeatable); the reference still "
+                         "serves as ground truth")
+    group.addoption("--impl-module", action="append", default=[],
+                    help="import this module or .py file first, so it can register implementations")
+    group.addoption("--device", default=None, help="cuda or cpu (default: cuda when present)")
+    group.addoption("--report-dir", default=os.environ.get("HARNESS_REPORT_DIR"),
+                    help="write the result rows (CSV, JSON) here at the end of the session")
+
+
+def pytest_configure(config):
+    harness_device.configure_triton()
+    config.addinivalue_line("markers", "sweep(*axes, **values): axes of the profile to expand")
+    config.addinivalue_line("markers", "gpu: needs a CUDA/ROCm GPU; skipped with a reason elsewhere")
+    config.addinivalue_line("markers", "e2e: end-to-end run against an inference server")
+    from harness.plugins import load_impl_modules
+
+    load_builtins()
+    load_impl_modules(config.getoption("impl_module") or [], env=True)
+
+
+def _values(profile: Profile, axis: str, spec) -> tuple:
+    if spec == "profile":
+        return {"tokens": profile.tokens, "hidden": profile.hidden, "seed": profile.seeds}[axis]
+    return tuple(spec)
+
+
+def pytest_generate_tests(metafunc):
+    if "target" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    profile = get_profile(config.getoption("profile"))
+    dev = config.getoption("device") or harness_device.default_device()
+    ops = getattr(metafunc.module, "OPS", None)
+    if not ops:
+        raise pytest.UsageError(f"{metafunc.module.__name__} uses `target` but sets no OPS")
+    marker = metafunc.definition.get_closest_marker("sweep")
+    axes = {a: "profile" for a in (marker.args if marker else AXES)}
+    axes.update(marker.kwargs if marker else {})
+    grid = {a: _values(profile, a, axes[a]) if a in axes else (None,) for a in AXES}
+    wanted = set(config.getoption("impl") or [])
+    params = []
+    for op in ops:
+        spec = get_spec(op)
+        for name, impl in sorted(records(op).items()):
+            if wanted and name not in wanted:
+                continue
+            marks = [] if impl.available else [pytest.mark.skip(reason=f"{op}/{name}: {impl.reason}")]
+            for hidden in grid["hidden"]:
+                for tokens in grid["tokens"]:
+                    for seed in grid["seed"]:
+                        case = Case(op, tokens or 0, hidden or 0, seed or 0, dev)
+                        pid = [op] + ([f"T{tokens}"] if tokens is not None else []) + \
+                              ([f"H{hidden}"] if hidden is not None else []) + \
+                              ([f"s{seed}"] if seed is not None and len(grid["seed"]) > 1 else []) + [name]
+                        params.append(pytest.param(Target(spec, impl, case, profile),
+                                                   id="-".join(pid), marks=marks))
+    if not params:
+        params = [pytest.param(None, marks=pytest.mark.skip(
+            reason=f"no implementation of {ops} matches --impl {sorted(wanted)}"))]
+    metafunc.parametrize("target", params)
+
+
+@pytest.fixture
+def record():
+    """Append result rows (dicts) to the session's result log."""
+    return SESSION.extend
+
+
+def pytest_sessionfinish(session, exitstatus):
+    folder = session.config.getoption("report_dir")
+    if folder and len(SESSION):
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        SESSION.write(pathlib.Path(folder), stem=f"results-{worker}" if worker else "results")
+
+
+def pytest_collection_modifyitems(config, items):
+    if harness_device.has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a GPU (none visible to torch); run on a CUDA/ROCm host")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+__all__ = ["Target", "REFERENCE"]

@@ -1,0 +1,131 @@
+"""The one registry of implementations, keyed by op and implementation name.
+
+Built-in implementations live in ``kernels/<family>/<backend>.py`` and register themselves on
+import; external ones (vendor adapters, a user's build) register the same way from any module::
+
+    from harness.registry import register
+
+    @register("mhc_post", "mybuild")
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix): ...
+
+Availability is decided at registration: an implementation that cannot run on this machine is
+still recorded, with the reason, so reports can say what was not tested and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Callable, Mapping
+
+from harness.ops import check_op
+
+REFERENCE = "torch"
+
+
+class RegistryError(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Implementation:
+    op: str
+    name: str
+    fn: Callable | None
+    available: bool = True
+    reason: str = ""
+    batch_invariant: bool = False
+    """True when the implementation claims bitwise-identical rows whatever the rest of the batch."""
+    knobs: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+    """Keyword arguments whose values must not change the result beyond rounding (e.g. n_splits)."""
+    source: str = ""
+
+
+_REGISTRY: dict[str, dict[str, Implementation]] = {}
+_BUILTINS_LOADED = False
+
+
+def register(op: str, name: str, *, available: bool = True, reason: str = "",
+             batch_invariant: bool = False, knobs: Mapping[str, tuple] | None = None,
+             replace: bool = False) -> Callable[[Callable], Callable]:
+    """Decorator: record ``fn`` as implementation ``name`` of ``op``.
+
+    ``available=False`` with a ``reason`` records an implementation that cannot run here.
+    Registering a name twice is an error unless ``replace=True``.
+    """
+    check_op(op)
+    if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+        raise RegistryError(f"implementation name {name!r} for {op} must be a non-empty "
+                            "identifier (letters, digits, '_', '-', '.')")
+    if not available and not reason:
+        raise RegistryError(f"{op}/{name} is registered unavailable without a reason; "
+                            "pass reason='why it cannot run and how to fix that'")
+
+    def decorator(fn: Callable) -> Callable:
+        add(Implementation(op=op, name=name, fn=fn, available=available, reason=reason,
+                           batch_invariant=batch_invariant, knobs=dict(knobs or {}),
+                           source=getattr(fn, "__module__", "")), replace=replace)
+        return fn
+
+    return decorator
+
+
+def register_unavailable(op: str, name: str, reason: str) -> None:
+    """Record an implementation that exists in principle but cannot run here (e.g. a vendor
+    package that is not installed)."""
+    add(Implementation(op=op, name=name, fn=None, available=False, reason=reason), replace=True)
+
+
+def add(impl: Implementation, *, replace: bool = False) -> None:
+    check_op(impl.op)
+    ops = _REGISTRY.setdefault(impl.op, {})
+    old = ops.get(impl.name)
+    if old is not None and not replace and old.available:
+        raise RegistryError(
+            f"{impl.op}/{impl.name} is registered twice (by {old.source or '?'} and "
+            f"{impl.source or '?'}); pick another name or pass replace=True")
+    ops[impl.name] = impl
+
+
+def unregister(op: str, name: str) -> None:
+    _REGISTRY.get(op, {}).pop(name, None)
+
+
+def load_builtins() -> None:
+    """Import the shipped kernels so they register themselves (idempotent)."""
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    from harness.device import configure_triton
+
+    configure_triton()
+    _BUILTINS_LOADED = True
+    importlib.import_module("kernels")
+
+
+def records(op: str) -> dict[str, Implementation]:
+    """Every implementation of ``op``, available or not."""
+    check_op(op)
+    load_builtins()
+    return dict(_REGISTRY.get(op, {}))
+
+
+def implementations(op: str) -> dict[str, Callable]:
+    """The implementations of ``op`` that can run here, by name."""
+    return {n: i.fn for n, i in records(op).items() if i.available}
+
+
+def get(op: str, name: str) -> Implementation:
+    impls = records(op)
+    if name not in impls:
+        known = ", ".join(sorted(impls)) or "none"
+        raise RegistryError(f"no implementation {name!r} of {op}; registered: {known}. "
+                            "Load extra ones with --impl-module.")
+    return impls[name]
+
+
+def unavailable() -> dict[tuple[str, str], str]:
+    """(op, name) -> reason, for everything registered that cannot run here."""
+    load_builtins()
+    return {(op, n): i.reason for op, impls in _REGISTRY.items()
+            for n, i in impls.items() if not i.available}

@@ -1,0 +1,60 @@
+"""Self-test: every seeded fault must be flagged by its detector, and the shipped kernels, run
+through the same detectors, must pass (the controls)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from harness.detectors import Finding, batch_invariance, config_invariance, poison, precision_growth
+from harness.faults import all_faults
+from harness.profiles import Profile
+from harness.registry import records
+from harness.specs import Case, OpSpec, get_spec
+from harness.registry import Implementation
+
+PARTIAL_TILE_TOKENS = 33
+
+RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] = {
+    "precision_growth": lambda spec, impl, prof, base: precision_growth.check(
+        spec, impl, [base.with_tokens(t) for t in prof.tokens], prof.baseline_max_tokens),
+    "batch_invariance": lambda spec, impl, prof, base: batch_invariance.check(
+        spec, impl, base.with_tokens(prof.batch_invariance_batch)),
+    "poisoned_outputs": lambda spec, impl, prof, base: poison.check(
+        spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
+    "config_invariance": lambda spec, impl, prof, base: config_invariance.check(
+        spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
+}
+
+
+def run_detector(detector: str, impl: Implementation, profile: Profile, device: str,
+                 hidden: int, seed: int = 0) -> Finding:
+    spec = get_spec(impl.op)
+    return RUNNERS[detector](spec, impl, profile, Case(impl.op, 0, hidden, seed, device))
+
+
+def controls() -> list[tuple[str, str]]:
+    """(op, detector) pairs the faults exercise: the shipped kernels must pass each."""
+    return sorted({(f.op, f.detector) for f in all_faults()})
+
+
+def run(profile: Profile, device: str, hidden: int) -> pd.DataFrame:
+    rows = []
+    for f in all_faults():
+        finding = run_detector(f.detector, f.build(profile.baseline_max_tokens), profile, device,
+                               hidden)
+        rows.append({"kind": "fault", "name": f.name, "op": f.op, "bug_class": f.bug_class,
+                     "detector": f.detector, "ok": not finding.passed,
+                     "result": "caught" if not finding.passed else "MISSED",
+                     "message": finding.message})
+    for op, detector in controls():
+        for name, impl in sorted(records(op).items()):
+            if not impl.available:
+                continue
+            finding = run_detector(detector, impl, profile, device, hidden)
+            rows.append({"kind": "control", "name": name, "op": op, "bug_class": "",
+                         "detector": detector, "ok": finding.passed,
+                         "result": "passes" if finding.passed else "FLAGGED",
+                         "message": finding.message})
+    return pd.DataFrame(rows)

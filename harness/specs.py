@@ -1,0 +1,138 @@
+"""Op specs: for each op, one object that makes inputs for a case, computes the float64 ground
+truth, names the outputs and compares an implementation's outputs with the right tolerances.
+
+Specs register themselves by op name (``register_spec``); suites and detectors look them up with
+``get_spec``, so adding an op family never touches the engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import torch
+
+from harness import metrics
+from harness.ops import check_op
+from harness.tolerances import Tolerance, tolerance
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One point of a sweep. ``tokens`` is T, the rows the op processes at once."""
+    op: str
+    tokens: int
+    hidden: int = 0
+    seed: int = 0
+    device: str = "cpu"
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def id(self) -> str:
+        extra = "".join(f"-{k}{v}" for k, v in self.params)
+        hidden = f"-H{self.hidden}" if self.hidden else ""
+        return f"{self.op}-T{self.tokens}{hidden}{extra}-s{self.seed}"
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+    def with_tokens(self, tokens: int) -> "Case":
+        return dataclasses.replace(self, tokens=tokens)
+
+
+def generator(case: Case, salt: int = 0) -> torch.Generator:
+    g = torch.Generator(device="cpu")
+    g.manual_seed((case.seed * 1_000_003 + salt) & 0x7FFF_FFFF_FFFF)
+    return g
+
+
+class OpSpec:
+    """Base class. Subclasses set ``op``, ``outputs``, ``output_dtypes``, ``token_args`` and
+    implement ``make_inputs`` and ``_reference``.
+
+    Every input in ``token_args`` has tokens on dim 0, and so does every output: that is what lets
+    the engine slice a batch and embed tokens into other batches generically.
+    """
+    op: str = ""
+    outputs: tuple[str, ...] = ()
+    output_dtypes: dict[str, torch.dtype] = {}
+    token_args: tuple[str, ...] = ()
+    reference_chunk: int = 4096
+
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _reference(self, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def token_count(self, inputs: dict[str, Any]) -> int:
+        return int(inputs[self.token_args[0]].shape[0])
+
+    def take_tokens(self, inputs: dict[str, Any], index: torch.Tensor | Sequence[int]) -> dict:
+        """The same op call restricted to the tokens ``index`` (in that order)."""
+        idx = torch.as_tensor(index, dtype=torch.long)
+        return {k: (v[idx.to(v.device)] if k in self.token_args else v) for k, v in inputs.items()}
+
+    def name_outputs(self, result: Any) -> dict[str, torch.Tensor]:
+        if isinstance(result, torch.Tensor):
+            result = (result,)
+        result = tuple(result)
+        if len(result) != len(self.outputs):
+            raise ContractViolation(
+                f"{self.op} must return {len(self.outputs)} outputs {self.outputs}, got "
+                f"{len(result)}")
+        return dict(zip(self.outputs, result))
+
+    def run(self, fn: Callable, inputs: dict[str, Any], **knobs: Any) -> dict[str, torch.Tensor]:
+        """Call ``fn`` positionally in contract order, as vLLM does."""
+        return self.name_outputs(fn(*inputs.values(), **knobs))
+
+    def reference(self, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """float64 ground truth, computed in token chunks so 131072-token cases fit in memory."""
+        t = self.token_count(inputs)
+        if t <= self.reference_chunk:
+            return self._reference(inputs)
+        parts = [self._reference(self.take_tokens(inputs, range(s, min(s + self.reference_chunk, t))))
+                 for s in range(0, t, self.reference_chunk)]
+        return {k: torch.cat([p[k] for p in parts]) for k in self.outputs}
+
+    def tolerance(self, output: str) -> Tolerance:
+        return tolerance(self.op, output, self.output_dtypes[output])
+
+    def compare(self, outputs: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> list[dict]:
+        rows = []
+        for name in self.outputs:
+            row = metrics.compare(outputs[name], ref[name], self.tolerance(name),
+                                  self.output_dtypes[name])
+            rows.append({"output": name, **row})
+        return rows
+
+
+class ContractViolation(AssertionError):
+    """An implementation broke the op's output contract (count, shape, dtype)."""
+
+
+_SPECS: dict[str, OpSpec] = {}
+
+
+def register_spec(spec: OpSpec) -> OpSpec:
+    check_op(spec.op)
+    _SPECS[spec.op] = spec
+    return spec
+
+
+def get_spec(op: str) -> OpSpec:
+    check_op(op)
+    from harness.registry import load_builtins
+
+    load_builtins()
+    if op not in _SPECS:
+        raise KeyError(f"op {op!r} has no spec yet; its kernel family is not shipped")
+    return _SPECS[op]
+
+
+def all_specs() -> dict[str, OpSpec]:
+    from harness.registry import load_builtins
+
+    load_builtins()
+    return dict(_SPECS)

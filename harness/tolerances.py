@@ -1,0 +1,92 @@
+"""Tolerances, one table for every op output, each number with the reason it is what it is.
+
+An output passes where ``|out - ref| <= atol + rtol * |ref|`` elementwise, against a float64
+reference. bf16 has 8 significant bits: a correctly rounded result is within 2**-9 relative of the
+exact value, and a result whose fp32 inputs carry small upstream error may round the other way,
+i.e. 1 ulp = up to 2**-7 relative. fp32 outputs of the mHC GEMM must admit TF32 tensor-core
+GEMMs, which upstream kernels (TileLang, AITER) use: measured on the H100, a TF32 ``mhc_pre``
+had 1.8e-4 (T=128) to 2.7e-4 (T=65536) max error in ``post_mix``.
+
+Tolerances are never widened to make a kernel pass: a kernel outside them is reported.
+Growth of error with token count is judged separately by the large-token precision detector,
+which fires long before these absolute bounds are reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+BF16_ULP_REL = 2.0 ** -7
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    reason: str
+
+
+_MHC_FP32_GEMM = Tolerance(
+    atol=1e-3, rtol=1e-3,
+    reason="fp32 outputs behind a 16K-28K long GEMM: admits TF32 (measured 2.7e-4 max at "
+           "T=65536 on H100) with ~4x margin; fp16/bf16 GEMMs (~1e-2) fail")
+_MHC_BF16_FROM_GEMM = Tolerance(
+    atol=1e-2, rtol=BF16_ULP_REL,
+    reason="bf16 output weighted by GEMM-derived gates: 1 bf16 ulp relative, plus 1e-2 absolute "
+           "for cancellation near zero when gates carry TF32 error (|residual| ~ 1-10)")
+_MHC_BF16_ELEMENTWISE = Tolerance(
+    atol=1e-4, rtol=BF16_ULP_REL,
+    reason="bf16 output of a short fp32 sum (m+1 terms): only the final rounding, 1 ulp; the "
+           "1e-4 absolute covers fp32 accumulation-order error near zero")
+
+TABLE: dict[tuple[str, str], Tolerance] = {
+    ("mhc_pre", "post_mix"): _MHC_FP32_GEMM,
+    ("mhc_pre", "comb_mix"): _MHC_FP32_GEMM,
+    ("mhc_pre", "layer_input"): _MHC_BF16_FROM_GEMM,
+    ("mhc_post", "out"): _MHC_BF16_ELEMENTWISE,
+    ("mhc_fused_post_pre", "new_residual"): _MHC_BF16_ELEMENTWISE,
+    ("mhc_fused_post_pre", "post_mix"): _MHC_FP32_GEMM,
+    ("mhc_fused_post_pre", "comb_mix"): _MHC_FP32_GEMM,
+    ("mhc_fused_post_pre", "layer_input"): _MHC_BF16_FROM_GEMM,
+    ("hc_head", "out"): _MHC_BF16_FROM_GEMM,
+}
+
+DEFAULT_BY_DTYPE: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(1e-5, 1.3e-6, "torch.testing's float32 default"),
+    torch.bfloat16: Tolerance(1e-5, BF16_ULP_REL, "1 bf16 ulp"),
+    torch.float16: Tolerance(1e-5, 2.0 ** -10, "1 fp16 ulp"),
+}
+
+
+NOISE_FLOOR_BY_DTYPE: dict[torch.dtype, float] = {
+    torch.float32: 2.0 ** -21,
+    torch.bfloat16: 2.0 ** -8,
+    torch.float16: 2.0 ** -11,
+}
+"""Per-token relative error that counts as rounding noise for the precision-growth detector: a
+few fp32 ulps for fp32 outputs, one rounding (2**-8 relative) for bf16."""
+
+NOISE_FLOOR: dict[tuple[str, str], tuple[float, str]] = {
+    ("mhc_fused_post_pre", "post_mix"): (
+        2.0 ** -17, "fp32 gates computed from the bf16-rounded new_residual: where an fp32 "
+        "and the fp64 post round an element differently, the gates move by ~1e-6; measured p99 "
+        "4e-6 at T=257 for both shipped kernels on CPU, nothing wrong"),
+    ("mhc_fused_post_pre", "comb_mix"): (2.0 ** -17, "as post_mix"),
+}
+
+
+def noise_floor(op: str, output: str, dtype: torch.dtype) -> float:
+    if (op, output) in NOISE_FLOOR:
+        return NOISE_FLOOR[(op, output)][0]
+    return NOISE_FLOOR_BY_DTYPE.get(dtype, 0.0)
+
+
+def tolerance(op: str, output: str, dtype: torch.dtype) -> Tolerance:
+    if (op, output) in TABLE:
+        return TABLE[(op, output)]
+    if dtype in DEFAULT_BY_DTYPE:
+        return DEFAULT_BY_DTYPE[dtype]
+    raise KeyError(f"no tolerance for {op}.{output} ({dtype}); add one to harness/tolerances.py "
+                   "with the reason for its value")

@@ -1,0 +1,3 @@
+"""Shipped kernels: one package per op family, one module per backend (torch = reference)."""
+
+from kernels import mhc  # noqa: F401

@@ -1,0 +1,134 @@
+"""Op specs of the mHC family: realistic inputs and float64 ground truth.
+
+Inputs model DeepSeek-V4 activations: residual streams ~ N(0, 1) scaled per token by a
+log-normal factor (token norms differ by ~10x, exercising the RMS normalisation), ``fn`` scaled
+by 1/sqrt(m*H) so the normalised mixes are O(1) and every gate is off its flat tails, and
+constants from the model config (eps 1e-6, post multiplier 2, 20 Sinkhorn rounds).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from harness.specs import Case, OpSpec, register_spec
+from kernels.mhc.torch import (hc_head_compute, mhc_post_compute, mhc_pre_compute, sinkhorn)
+
+HC_MULT = 4
+EPS = 1e-6
+POST_MULT = 2.0
+SINKHORN_REPEAT = 20
+F64 = torch.float64
+
+
+def _rng(case: Case, salt: int) -> torch.Generator:
+    g = torch.Generator(device=case.device)
+    g.manual_seed((case.seed * 1_000_003 + salt * 7919 + case.tokens) & 0x7FFF_FFFF_FFFF)
+    return g
+
+
+def _randn(case: Case, salt: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=_rng(case, salt), device=case.device)
+
+
+def streams(case: Case, salt: int, m: int) -> torch.Tensor:
+    """[T, m, H] bf16 hidden streams with per-token scales spread over ~e^{+-1}."""
+    t, h = case.tokens, case.hidden
+    scale = torch.exp(0.5 * _randn(case, salt + 1, t, 1, 1))
+    return (_randn(case, salt, t, m, h) * scale).to(torch.bfloat16)
+
+
+def pre_params(case: Case, m: int, salt: int = 10) -> dict:
+    k, n_mix = m * case.hidden, m * (m + 2)
+    return {
+        "fn": _randn(case, salt, n_mix, k) / math.sqrt(k),
+        "hc_scale": 0.5 + torch.rand(3, generator=_rng(case, salt + 1), device=case.device),
+        "hc_base": 0.5 * _randn(case, salt + 2, n_mix),
+        "rms_eps": EPS, "hc_pre_eps": EPS, "hc_sinkhorn_eps": EPS,
+        "hc_post_mult_value": POST_MULT, "sinkhorn_repeat": SINKHORN_REPEAT,
+    }
+
+
+def post_inputs(case: Case, m: int) -> dict:
+    t = case.tokens
+    return {
+        "x": (_randn(case, 20, t, case.hidden)).to(torch.bfloat16),
+        "residual": streams(case, 21, m),
+        "post_layer_mix": torch.sigmoid(_randn(case, 23, t, m, 1)) * POST_MULT,
+        "comb_res_mix": sinkhorn(_randn(case, 24, t, m, m), EPS, SINKHORN_REPEAT).float(),
+    }
+
+
+class MhcPreSpec(OpSpec):
+    op = "mhc_pre"
+    outputs = ("post_mix", "comb_mix", "layer_input")
+    output_dtypes = {"post_mix": torch.float32, "comb_mix": torch.float32,
+                     "layer_input": torch.bfloat16}
+    token_args = ("residual",)
+
+    def make_inputs(self, case: Case) -> dict:
+        m = case.param("hc_mult", HC_MULT)
+        return {"residual": streams(case, 0, m), **pre_params(case, m)}
+
+    def _reference(self, inputs: dict) -> dict:
+        return dict(zip(self.outputs, mhc_pre_compute(*inputs.values(), compute_dtype=F64,
+                                                      round_output=False)))
+
+
+class MhcPostSpec(OpSpec):
+    op = "mhc_post"
+    outputs = ("out",)
+    output_dtypes = {"out": torch.bfloat16}
+    token_args = ("x", "residual", "post_layer_mix", "comb_res_mix")
+
+    def make_inputs(self, case: Case) -> dict:
+        return post_inputs(case, case.param("hc_mult", HC_MULT))
+
+    def _reference(self, inputs: dict) -> dict:
+        return {"out": mhc_post_compute(*inputs.values(), compute_dtype=F64, round_output=False)}
+
+
+class MhcFusedPostPreSpec(OpSpec):
+    op = "mhc_fused_post_pre"
+    outputs = ("new_residual", "post_mix", "comb_mix", "layer_input")
+    output_dtypes = {"new_residual": torch.bfloat16, **MhcPreSpec.output_dtypes}
+    token_args = ("x", "residual", "post_layer_mix", "comb_res_mix")
+
+    def make_inputs(self, case: Case) -> dict:
+        m = case.param("hc_mult", HC_MULT)
+        return {**post_inputs(case, m), **pre_params(case, m)}
+
+    def _reference(self, inputs: dict) -> dict:
+        """The post output is stored in bf16 before the pre reads it (the contract's two ops)."""
+        post_args = [inputs[k] for k in self.token_args]
+        exact = mhc_post_compute(*post_args, compute_dtype=F64, round_output=False)
+        stored = exact.to(inputs["residual"].dtype)
+        pre_args = [v for k, v in inputs.items() if k not in self.token_args]
+        pre = mhc_pre_compute(stored, *pre_args, compute_dtype=F64, round_output=False)
+        return dict(zip(self.outputs, (exact, *pre)))
+
+
+class HcHeadSpec(OpSpec):
+    op = "hc_head"
+    outputs = ("out",)
+    output_dtypes = {"out": torch.bfloat16}
+    token_args = ("hidden_states",)
+
+    def make_inputs(self, case: Case) -> dict:
+        m = case.param("hc_mult", HC_MULT)
+        k = m * case.hidden
+        return {
+            "hidden_states": streams(case, 30, m),
+            "hc_fn": _randn(case, 31, m, k) / math.sqrt(k),
+            "hc_scale": 0.5 + torch.rand(1, generator=_rng(case, 32), device=case.device),
+            "hc_base": 0.5 * _randn(case, 33, m),
+            "rms_eps": EPS, "hc_eps": EPS,
+        }
+
+    def _reference(self, inputs: dict) -> dict:
+        return {"out": hc_head_compute(*inputs.values(), compute_dtype=F64, round_output=False)}
+
+
+for _spec in (MhcPreSpec(), MhcPostSpec(), MhcFusedPostPreSpec(), HcHeadSpec()):
+    register_spec(_spec)

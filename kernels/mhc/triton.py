@@ -1,0 +1,218 @@
+"""Triton kernels of the mHC ops.
+
+``mhc_pre`` / ``hc_head`` run in two kernels:
+
+1. ``_rms_gemm_partial``: split-K GEMM of the flattened streams ``x [T, m*H]`` (bf16, read once)
+   with ``fn^T`` in fp32 (TF32x3 on tensor cores, i.e. about fp32 accuracy), plus the partial sum
+   of squares, into ``[n_splits, T, n_pad]`` partials.
+2. ``_gates_and_mix``: one program per token sums the partials in split order, applies the RMS
+   scale, the gates and Sinkhorn, and writes the weighted sum of the streams.
+
+Batch invariance by construction: tile sizes are constants and the default ``n_splits`` depends
+on ``m*H`` only, never on T, so a token's arithmetic is the same whatever else is in the batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from harness.device import triton_unavailable_reason
+from harness.registry import register
+from kernels.mhc import validate
+from kernels.triton_utils import to_bf16_rtne
+
+BLOCK_T = 64
+BLOCK_K = 128
+SPLIT_K_SIZE = 2048
+N_SPLITS_KNOB = (1, 2, 3, 8)
+
+_REASON = triton_unavailable_reason()
+_AVAILABLE = _REASON is None
+
+
+@triton.jit
+def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
+                      N_MIX: tl.constexpr, N_PAD: tl.constexpr,
+                      BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_t = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    cols = tl.arange(0, N_PAD)
+    row_ok = rows < T
+    col_ok = cols < N_MIX
+    k_begin = pid_s * k_per_split
+    k_end = tl.minimum(k_begin + k_per_split, K)
+    acc = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
+    sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
+    x_rows = x_ptr + rows.to(tl.int64)[:, None] * K
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < k_end
+        x = tl.load(x_rows + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        x = x.to(tl.float32)
+        w = tl.load(fn_ptr + cols[None, :].to(tl.int64) * K + ks[:, None],
+                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc = tl.dot(x, w, acc, input_precision="tf32x3")
+        sq += tl.sum(x * x, axis=1)
+    base = pid_s.to(tl.int64) * T
+    tl.store(mix_ptr + (base + rows[:, None]) * N_PAD + cols[None, :], acc,
+             mask=row_ok[:, None] & col_ok[None, :])
+    tl.store(sq_ptr + base + rows, sq, mask=row_ok)
+
+
+@triton.jit
+def _gates_and_mix(mix_ptr, sq_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, comb_ptr,
+                   T, H, n_splits, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_repeat,
+                   M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
+                   HEAD: tl.constexpr, BLOCK_H: tl.constexpr):
+    """HEAD=False: mhc_pre epilogue (pre, post, comb, layer_input); HEAD=True: hc_head."""
+    t = tl.program_id(0).to(tl.int64)
+    i = tl.arange(0, M_PAD)
+    j = tl.arange(0, M_PAD)
+    i_ok = i < M
+    sq = tl.zeros((), dtype=tl.float32)
+    pre_raw = tl.zeros((M_PAD,), dtype=tl.float32)
+    post_raw = tl.zeros((M_PAD,), dtype=tl.float32)
+    comb_raw = tl.zeros((M_PAD, M_PAD), dtype=tl.float32)
+    ij_ok = i_ok[:, None] & (j < M)[None, :]
+    for s in range(n_splits):
+        row = mix_ptr + (s * T + t) * N_PAD
+        sq += tl.load(sq_ptr + s * T + t)
+        pre_raw += tl.load(row + i, mask=i_ok, other=0.0)
+        if not HEAD:
+            post_raw += tl.load(row + M + i, mask=i_ok, other=0.0)
+            comb_raw += tl.load(row + 2 * M + i[:, None] * M + j[None, :], mask=ij_ok, other=0.0)
+    rms = 1.0 / tl.sqrt(sq / (M * H) + rms_eps)
+    pre = tl.sigmoid(pre_raw * rms * tl.load(scale_ptr) + tl.load(base_ptr + i, mask=i_ok)) + pre_eps
+    pre = tl.where(i_ok, pre, 0.0)
+    if not HEAD:
+        post = tl.sigmoid(post_raw * rms * tl.load(scale_ptr + 1)
+                          + tl.load(base_ptr + M + i, mask=i_ok)) * post_mult
+        tl.store(post_ptr + t * M + i, post, mask=i_ok)
+        logits = comb_raw * rms * tl.load(scale_ptr + 2) + tl.load(
+            base_ptr + 2 * M + i[:, None] * M + j[None, :], mask=ij_ok, other=0.0)
+        logits = tl.where(ij_ok, logits, float("-inf"))
+        e = tl.exp(logits - tl.max(logits, axis=1)[:, None])
+        e = tl.where(ij_ok, e, 0.0)
+        c = tl.where(ij_ok, e / tl.sum(e, axis=1)[:, None] + sinkhorn_eps, 0.0)
+        c = c / (tl.sum(c, axis=0)[None, :] + sinkhorn_eps)
+        for _ in range(1, sinkhorn_repeat):
+            c = c / (tl.sum(c, axis=1)[:, None] + sinkhorn_eps)
+            c = c / (tl.sum(c, axis=0)[None, :] + sinkhorn_eps)
+        tl.store(comb_ptr + t * M * M + i[:, None] * M + j[None, :], c, mask=ij_ok)
+    hs = tl.arange(0, BLOCK_H)
+    for h0 in range(0, H, BLOCK_H):
+        h_ok = h0 + hs < H
+        r = tl.load(res_ptr + t * M * H + i[:, None] * H + h0 + hs[None, :],
+                    mask=i_ok[:, None] & h_ok[None, :], other=0.0).to(tl.float32)
+        mixed = tl.sum(pre[:, None] * r, axis=0)
+        tl.store(out_ptr + t * H + h0 + hs, to_bf16_rtne(mixed), mask=h_ok)
+
+
+@triton.jit
+def _post_mix(x_ptr, res_ptr, post_ptr, comb_ptr, out_ptr, H,
+              M: tl.constexpr, BLOCK_H: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    h_ok = hs < H
+    x = tl.load(x_ptr + t * H + hs, mask=h_ok, other=0.0).to(tl.float32)
+    for jj in tl.static_range(M):
+        acc = tl.load(post_ptr + t * M + jj) * x
+        for ii in tl.static_range(M):
+            r = tl.load(res_ptr + (t * M + ii) * H + hs, mask=h_ok, other=0.0).to(tl.float32)
+            acc += tl.load(comb_ptr + (t * M + ii) * M + jj) * r
+        tl.store(out_ptr + (t * M + jj) * H + hs, to_bf16_rtne(acc), mask=h_ok)
+
+
+def _n_pad(n: int) -> int:
+    return max(16, triton.next_power_of_2(n))
+
+
+def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None):
+    t, k = x.shape
+    n_mix = fn.shape[0]
+    if n_splits is None:
+        n_splits = triton.cdiv(k, SPLIT_K_SIZE)
+    if int(n_splits) < 1:
+        raise validate.ContractError(f"n_splits must be >= 1, got {n_splits}")
+    k_per_split = triton.cdiv(triton.cdiv(k, int(n_splits)), BLOCK_K) * BLOCK_K
+    n_splits = triton.cdiv(k, k_per_split)
+    n_pad = _n_pad(n_mix)
+    mix = torch.empty((n_splits, t, n_pad), dtype=torch.float32, device=x.device)
+    sq = torch.empty((n_splits, t), dtype=torch.float32, device=x.device)
+    _rms_gemm_partial[(triton.cdiv(t, BLOCK_T), n_splits)](
+        x, fn.contiguous(), mix, sq, t, k, k_per_split, N_MIX=n_mix, N_PAD=n_pad,
+        BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, num_warps=4)
+    return mix, sq, n_splits, n_pad
+
+
+def _block_h(h: int) -> int:
+    return min(1024, triton.next_power_of_2(h))
+
+
+@register("mhc_pre", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
+def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
+            hc_post_mult_value, sinkhorn_repeat, n_splits=None):
+    m, h = validate.check_pre(residual, fn, hc_scale, hc_base, sinkhorn_repeat)
+    lead = residual.shape[:-2]
+    res = residual.reshape(-1, m, h).contiguous()
+    t = res.shape[0]
+    post = torch.empty((t, m, 1), dtype=torch.float32, device=res.device)
+    comb = torch.empty((t, m, m), dtype=torch.float32, device=res.device)
+    layer_input = torch.empty((t, h), dtype=residual.dtype, device=res.device)
+    if t:
+        mix, sq, splits, n_pad = _rms_gemm(res.view(t, m * h), fn, n_splits)
+        _gates_and_mix[(t,)](
+            mix, sq, res, hc_scale.contiguous(), hc_base.contiguous(), layer_input, post, comb,
+            t, h, splits, float(rms_eps), float(hc_pre_eps), float(hc_sinkhorn_eps),
+            float(hc_post_mult_value), int(sinkhorn_repeat), M=m,
+            M_PAD=triton.next_power_of_2(m), N_PAD=n_pad, HEAD=False, BLOCK_H=_block_h(h),
+            num_warps=4)
+    return post.view(*lead, m, 1), comb.view(*lead, m, m), layer_input.view(*lead, h)
+
+
+@register("mhc_post", "triton", available=_AVAILABLE, reason=_REASON or "", batch_invariant=True)
+def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+    m, h = validate.check_post(x, residual, post_layer_mix, comb_res_mix)
+    res = residual.reshape(-1, m, h).contiguous()
+    t = res.shape[0]
+    out = torch.empty_like(res)
+    if t:
+        block_h = _block_h(h)
+        _post_mix[(t, triton.cdiv(h, block_h))](
+            x.reshape(t, h).contiguous(), res, post_layer_mix.reshape(t, m).contiguous(),
+            comb_res_mix.reshape(t, m, m).contiguous(), out, h, M=m, BLOCK_H=block_h,
+            num_warps=4)
+    return out.view(residual.shape)
+
+
+@register("mhc_fused_post_pre", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
+def mhc_fused_post_pre(x, residual, post_layer_mix, comb_res_mix, fn, hc_scale, hc_base, rms_eps,
+                       hc_pre_eps, hc_sinkhorn_eps, hc_post_mult_value, sinkhorn_repeat,
+                       n_splits=None):
+    new_residual = mhc_post(x, residual, post_layer_mix, comb_res_mix)
+    return (new_residual, *mhc_pre(new_residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps,
+                                   hc_sinkhorn_eps, hc_post_mult_value, sinkhorn_repeat,
+                                   n_splits))
+
+
+@register("hc_head", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
+def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=None):
+    m, h = validate.check_head(hidden_states, hc_fn, hc_scale, hc_base)
+    lead = hidden_states.shape[:-2]
+    hs = hidden_states.reshape(-1, m, h).contiguous()
+    t = hs.shape[0]
+    out = torch.empty((t, h), dtype=hidden_states.dtype, device=hs.device)
+    if t:
+        mix, sq, splits, n_pad = _rms_gemm(hs.view(t, m * h), hc_fn, n_splits)
+        _gates_and_mix[(t,)](
+            mix, sq, hs, hc_scale.reshape(1).contiguous(), hc_base.contiguous(), out, out, out,
+            t, h, splits, float(rms_eps), float(hc_eps), 0.0, 0.0, 0, M=m,
+            M_PAD=triton.next_power_of_2(m), N_PAD=n_pad, HEAD=True, BLOCK_H=_block_h(h),
+            num_warps=4)
+    return out.view(*lead, h)

@@ -1,0 +1,42 @@
+"""The detectors fire: each seeded fault is flagged by its detector, and the shipped
+implementations pass the same detector (so a green suite means something)."""
+
+import pytest
+
+from harness.device import default_device
+from harness.faults import all_faults
+from harness.profiles import get_profile
+from harness.registry import records
+from harness.selftest import controls, run_detector
+
+FAULTS = all_faults()
+CONTROLS = [(op, det, name) for op, det in controls() for name in sorted(records(op))]
+
+
+@pytest.fixture
+def profile(request):
+    return get_profile(request.config.getoption("profile"))
+
+
+@pytest.fixture
+def hidden(profile):
+    return min(profile.hidden)
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+def test_fault_is_flagged(fault, profile, hidden, record):
+    finding = run_detector(fault.detector, fault.build(profile.baseline_max_tokens), profile,
+                           default_device(), hidden)
+    record(finding.rows)
+    assert not finding.passed, (f"seeded fault {fault.name} ({fault.bug_class}) was MISSED by "
+                                f"{fault.detector}: {finding.message}")
+
+
+@pytest.mark.parametrize("op,detector,name", CONTROLS, ids=["-".join(c) for c in CONTROLS])
+def test_shipped_kernel_passes(op, detector, name, profile, hidden, record):
+    impl = records(op)[name]
+    if not impl.available:
+        pytest.skip(f"{op}/{name}: {impl.reason}")
+    finding = run_detector(detector, impl, profile, default_device(), hidden)
+    record(finding.rows)
+    assert finding.passed, finding.explain()
