@@ -25,7 +25,11 @@ from kernels.triton_utils import to_bf16_rtne
 
 BLOCK_T = 64
 BLOCK_K = 128
+GEMM_WARPS = 4
+GEMM_STAGES = 3
+PRECISION = "tf32x3"
 SPLIT_K_SIZE = 2048
+EPILOGUE_WARPS = 4
 N_SPLITS_KNOB = (1, 2, 3, 8)
 
 _REASON = triton_unavailable_reason()
@@ -35,7 +39,7 @@ _AVAILABLE = _REASON is None
 @triton.jit
 def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
                       N_MIX: tl.constexpr, N_PAD: tl.constexpr,
-                      BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr):
+                      BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
     pid_t = tl.program_id(0)
     pid_s = tl.program_id(1)
     rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -54,7 +58,7 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
         x = x.to(tl.float32)
         w = tl.load(fn_ptr + cols[None, :].to(tl.int64) * K + ks[:, None],
                     mask=k_ok[:, None] & col_ok[None, :], other=0.0)
-        acc = tl.dot(x, w, acc, input_precision="tf32x3")
+        acc = tl.dot(x, w, acc, input_precision=PRECISION)
         sq += tl.sum(x * x, axis=1)
     base = pid_s.to(tl.int64) * T
     tl.store(mix_ptr + (base + rows[:, None]) * N_PAD + cols[None, :], acc,
@@ -144,7 +148,8 @@ def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None):
     sq = torch.empty((n_splits, t), dtype=torch.float32, device=x.device)
     _rms_gemm_partial[(triton.cdiv(t, BLOCK_T), n_splits)](
         x, fn.contiguous(), mix, sq, t, k, k_per_split, N_MIX=n_mix, N_PAD=n_pad,
-        BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, num_warps=4)
+        BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, PRECISION=PRECISION, num_warps=GEMM_WARPS,
+        num_stages=GEMM_STAGES)
     return mix, sq, n_splits, n_pad
 
 
@@ -170,7 +175,7 @@ def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_ep
             t, h, splits, float(rms_eps), float(hc_pre_eps), float(hc_sinkhorn_eps),
             float(hc_post_mult_value), int(sinkhorn_repeat), M=m,
             M_PAD=triton.next_power_of_2(m), N_PAD=n_pad, HEAD=False, BLOCK_H=_block_h(h),
-            num_warps=4)
+            num_warps=EPILOGUE_WARPS)
     return post.view(*lead, m, 1), comb.view(*lead, m, m), layer_input.view(*lead, h)
 
 
@@ -214,5 +219,5 @@ def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=N
             mix, sq, hs, hc_scale.reshape(1).contiguous(), hc_base.contiguous(), out, out, out,
             t, h, splits, float(rms_eps), float(hc_eps), 0.0, 0.0, 0, M=m,
             M_PAD=triton.next_power_of_2(m), N_PAD=n_pad, HEAD=True, BLOCK_H=_block_h(h),
-            num_warps=4)
+            num_warps=EPILOGUE_WARPS)
     return out.view(*lead, h)
