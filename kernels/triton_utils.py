@@ -15,3 +15,16 @@ def to_bf16_rtne(x):
     bits = x.to(tl.uint32, bitcast=True)
     bits = (bits + (((bits >> 16) & 1) + 0x7FFF)) & 0xFFFF0000
     return bits.to(tl.float32, bitcast=True).to(tl.bfloat16)
+
+
+@triton.jit
+def dot_bf16(a, b, acc, INTERPRETED: tl.constexpr):
+    """``acc + a @ b`` for bf16 operands with fp32 accumulation.
+
+    Triton 3.6's interpreter multiplies bf16 operands as their raw uint16 bit patterns, so there
+    the operands go through fp32 (exact: every bf16 value is an fp32 value, and the products are
+    the same); on the GPU this is one bf16 tensor-core MMA.
+    """
+    if INTERPRETED:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(a, b, acc)

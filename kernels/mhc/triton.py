@@ -3,8 +3,8 @@
 ``mhc_pre`` / ``hc_head`` run in two kernels:
 
 1. ``_rms_gemm_partial``: split-K GEMM of the flattened streams ``x [T, m*H]`` (bf16, read once)
-   with ``fn^T`` in fp32 (TF32x3 on tensor cores, i.e. about fp32 accuracy), plus the partial sum
-   of squares, into ``[n_splits, T, n_pad]`` partials.
+   with ``fn^T`` at fp32 accuracy (``fn`` split into three bf16 parts, bf16 tensor cores, fp32
+   accumulation), plus the partial sum of squares, into ``[n_splits, T, n_pad]`` partials.
 2. ``_gates_and_mix``: one program per token sums the partials in split order, applies the RMS
    scale, the gates and Sinkhorn, and writes the weighted sum of the streams.
 
@@ -18,18 +18,19 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.device import triton_unavailable_reason
+from harness.device import triton_interpreted, triton_unavailable_reason
 from harness.registry import register
 from kernels.mhc import validate
-from kernels.triton_utils import to_bf16_rtne
+from kernels.triton_utils import dot_bf16, to_bf16_rtne
 
 BLOCK_T = 64
 BLOCK_K = 128
 GEMM_WARPS = 4
 GEMM_STAGES = 3
-PRECISION = "tf32x3"
+PRECISION = "bf16x3"
 SPLIT_K_SIZE = 2048
-EPILOGUE_WARPS = 4
+BLOCK_H = 1024
+EPILOGUE_WARPS = 2
 N_SPLITS_KNOB = (1, 2, 3, 8)
 
 _REASON = triton_unavailable_reason()
@@ -39,7 +40,12 @@ _AVAILABLE = _REASON is None
 @triton.jit
 def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
                       N_MIX: tl.constexpr, N_PAD: tl.constexpr,
-                      BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+                      BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
+                      INTERPRETED: tl.constexpr):
+    """PRECISION "bf16x3": x stays bf16 (exact) and each fn tile is split into three bf16 parts
+    (hi + mid + lo carry 24 mantissa bits), so three bf16 MMAs with fp32 accumulation give an
+    fp32-accurate product at bf16 tensor-core speed. Otherwise PRECISION is passed to tl.dot
+    ("tf32x3", "ieee", "tf32") with x converted to fp32."""
     pid_t = tl.program_id(0)
     pid_s = tl.program_id(1)
     rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -55,11 +61,20 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < k_end
         x = tl.load(x_rows + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        x = x.to(tl.float32)
         w = tl.load(fn_ptr + cols[None, :].to(tl.int64) * K + ks[:, None],
                     mask=k_ok[:, None] & col_ok[None, :], other=0.0)
-        acc = tl.dot(x, w, acc, input_precision=PRECISION)
-        sq += tl.sum(x * x, axis=1)
+        xf = x.to(tl.float32)
+        sq += tl.sum(xf * xf, axis=1)
+        if PRECISION == "bf16x3":
+            w_hi = w.to(tl.bfloat16)
+            rest = w - w_hi.to(tl.float32)
+            w_mid = rest.to(tl.bfloat16)
+            w_lo = (rest - w_mid.to(tl.float32)).to(tl.bfloat16)
+            acc = dot_bf16(x, w_lo, acc, INTERPRETED)
+            acc = dot_bf16(x, w_mid, acc, INTERPRETED)
+            acc = dot_bf16(x, w_hi, acc, INTERPRETED)
+        else:
+            acc = tl.dot(xf, w, acc, input_precision=PRECISION)
     base = pid_s.to(tl.int64) * T
     tl.store(mix_ptr + (base + rows[:, None]) * N_PAD + cols[None, :], acc,
              mask=row_ok[:, None] & col_ok[None, :])
@@ -148,13 +163,14 @@ def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None):
     sq = torch.empty((n_splits, t), dtype=torch.float32, device=x.device)
     _rms_gemm_partial[(triton.cdiv(t, BLOCK_T), n_splits)](
         x, fn.contiguous(), mix, sq, t, k, k_per_split, N_MIX=n_mix, N_PAD=n_pad,
-        BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, PRECISION=PRECISION, num_warps=GEMM_WARPS,
+        BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, PRECISION=PRECISION, INTERPRETED=triton_interpreted(),
+        num_warps=GEMM_WARPS,
         num_stages=GEMM_STAGES)
     return mix, sq, n_splits, n_pad
 
 
 def _block_h(h: int) -> int:
-    return min(1024, triton.next_power_of_2(h))
+    return min(BLOCK_H, triton.next_power_of_2(h))
 
 
 @register("mhc_pre", "triton", available=_AVAILABLE, reason=_REASON or "",
