@@ -20,6 +20,11 @@ def ulp_distance(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return (_ordered_bits(out) - _ordered_bits(ref.to(out.dtype))).abs()
 
 
+CHUNK_ELEMENTS = 1 << 25
+"""Elements compared at once: the float64 temporaries of a 65536-token mhc_post output would
+otherwise need tens of GB of GPU memory."""
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
             expected_dtype: torch.dtype | None = None) -> dict:
     """Metrics and a pass/fail for ``out`` against ``ref`` (float64, same shape).
@@ -39,52 +44,69 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         row.update(passed=False, detail="; ".join(problems), numel=out.numel())
         return row
 
-    o = out.detach().to("cpu", torch.float64) if out.device != ref.device else out.detach().double()
-    r = ref.detach().to(o.device, torch.float64)
-    nan_count = int(torch.isnan(o).sum())
-    ref_nonfinite = ~torch.isfinite(r)
-    out_nonfinite = ~torch.isfinite(o)
-    nonfinite_mismatch = int(((ref_nonfinite | out_nonfinite) & ~((o == r) & ref_nonfinite)).sum())
-    both = ~(ref_nonfinite | out_nonfinite)
-    of, rf = o[both], r[both]
-    err = (of - rf).abs()
-    bound = tol.atol + tol.rtol * rf.abs()
-    mismatches = int((err > bound).sum())
+    acc = _Accumulator(tol, ulps=out.dtype in _ULP_DTYPES)
+    flat_out = out.detach().reshape(-1)
+    flat_ref = ref.detach().reshape(-1).to(out.device)
+    for start in range(0, flat_out.numel(), CHUNK_ELEMENTS):
+        acc.add(flat_out[start:start + CHUNK_ELEMENTS], flat_ref[start:start + CHUNK_ELEMENTS])
     numel = max(out.numel(), 1)
-    significant = rf.abs() > tol.atol
-    row.update(
-        numel=out.numel(),
-        max_abs=float(err.max()) if err.numel() else 0.0,
-        mean_abs=float(err.mean()) if err.numel() else 0.0,
-        max_rel=float((err[significant] / rf[significant].abs()).max()) if significant.any() else 0.0,
-        mismatch_frac=mismatches / numel,
-        nan_count=nan_count,
-        nonfinite_mismatch=nonfinite_mismatch,
-        cosine=_cosine(of, rf),
-    )
-    if out.dtype in _ULP_DTYPES and err.numel():
-        row["max_ulp"] = int(ulp_distance(out.detach()[both.to(out.device)],
-                                          ref.detach()[both.to(ref.device)].to(out.device)).max())
+    row.update(numel=out.numel(), max_abs=acc.max_abs,
+               mean_abs=acc.sum_abs / acc.finite if acc.finite else 0.0, max_rel=acc.max_rel,
+               mismatch_frac=acc.mismatches / numel, nan_count=acc.nan_count,
+               nonfinite_mismatch=acc.nonfinite_mismatch, cosine=acc.cosine())
+    if acc.ulps:
+        row["max_ulp"] = acc.max_ulp
     failed = []
-    if nan_count:
-        failed.append(f"{nan_count} NaN")
-    if nonfinite_mismatch:
-        failed.append(f"{nonfinite_mismatch} non-finite values differ from the reference")
-    if mismatches:
-        failed.append(f"{mismatches}/{numel} elements beyond atol={tol.atol:g} rtol={tol.rtol:g} "
-                      f"(max abs {row['max_abs']:.3g})")
+    if acc.nan_count:
+        failed.append(f"{acc.nan_count} NaN")
+    if acc.nonfinite_mismatch:
+        failed.append(f"{acc.nonfinite_mismatch} non-finite values differ from the reference")
+    if acc.mismatches:
+        failed.append(f"{acc.mismatches}/{numel} elements beyond atol={tol.atol:g} "
+                      f"rtol={tol.rtol:g} (max abs {acc.max_abs:.3g})")
     row["passed"] = not failed
     row["detail"] = "; ".join(failed)
     return row
 
 
-def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.numel() == 0:
-        return 1.0
-    na, nb = a.norm(), b.norm()
-    if na == 0 or nb == 0:
-        return 1.0 if na == nb else 0.0
-    return float((a @ b) / (na * nb))
+class _Accumulator:
+    """Running metrics over chunks of a flattened output."""
+
+    def __init__(self, tol: Tolerance, ulps: bool) -> None:
+        self.tol, self.ulps = tol, ulps
+        self.max_abs = self.sum_abs = self.max_rel = 0.0
+        self.finite = self.mismatches = self.nan_count = self.nonfinite_mismatch = 0
+        self.max_ulp = 0
+        self.dot = self.norm_o = self.norm_r = 0.0
+
+    def add(self, out: torch.Tensor, ref: torch.Tensor) -> None:
+        o = out.double()
+        r = ref.double()
+        self.nan_count += int(torch.isnan(o).sum())
+        ref_nf, out_nf = ~torch.isfinite(r), ~torch.isfinite(o)
+        self.nonfinite_mismatch += int(((ref_nf | out_nf) & ~((o == r) & ref_nf)).sum())
+        both = ~(ref_nf | out_nf)
+        of, rf = o[both], r[both]
+        if not of.numel():
+            return
+        err = (of - rf).abs()
+        self.finite += of.numel()
+        self.max_abs = max(self.max_abs, float(err.max()))
+        self.sum_abs += float(err.sum())
+        self.mismatches += int((err > self.tol.atol + self.tol.rtol * rf.abs()).sum())
+        significant = rf.abs() > self.tol.atol
+        if significant.any():
+            self.max_rel = max(self.max_rel, float((err[significant] / rf[significant].abs()).max()))
+        self.dot += float(of @ rf)
+        self.norm_o += float(of @ of)
+        self.norm_r += float(rf @ rf)
+        if self.ulps:
+            self.max_ulp = max(self.max_ulp, int(ulp_distance(out[both], ref[both]).max()))
+
+    def cosine(self) -> float:
+        if self.norm_o == 0 or self.norm_r == 0:
+            return 1.0 if self.norm_o == self.norm_r else 0.0
+        return self.dot / (self.norm_o ** 0.5 * self.norm_r ** 0.5)
 
 
 def per_token_error(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
@@ -93,10 +115,16 @@ def per_token_error(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     Normalising per token keeps tokens of very different scale comparable; taking statistics of
     this over tokens (not the raw max) keeps the expected growth of a maximum with T out.
     """
-    o = out.detach().double().reshape(out.shape[0], -1)
-    r = ref.detach().to(o.device, torch.float64).reshape(ref.shape[0], -1)
-    finite = torch.isfinite(r) & torch.isfinite(o)
-    err = torch.where(finite, (o - r).abs(), torch.zeros((), dtype=o.dtype, device=o.device))
-    scale = torch.where(finite, r.abs(), torch.zeros((), dtype=o.dtype, device=o.device))
-    scale = scale.amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny)
-    return (err.amax(dim=1) / scale).cpu()
+    t = out.shape[0]
+    per_row = max(out[0].numel(), 1) if t else 1
+    step = max(CHUNK_ELEMENTS // per_row, 1)
+    parts = []
+    for start in range(0, t, step):
+        o = out[start:start + step].detach().double().reshape(-1, per_row)
+        r = ref[start:start + step].detach().to(o.device, torch.float64).reshape(-1, per_row)
+        finite = torch.isfinite(r) & torch.isfinite(o)
+        zero = torch.zeros((), dtype=o.dtype, device=o.device)
+        err = torch.where(finite, (o - r).abs(), zero).amax(dim=1)
+        scale = torch.where(finite, r.abs(), zero).amax(dim=1)
+        parts.append((err / scale.clamp_min(torch.finfo(torch.float32).tiny)).cpu())
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)

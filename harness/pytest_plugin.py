@@ -124,6 +124,17 @@ def pytest_sessionfinish(session, exitstatus):
         SESSION.write(pathlib.Path(folder), stem=f"results-{worker}" if worker else "results")
 
 
+def pytest_runtest_teardown(item, nextitem):
+    """Give GPU memory back between tests, so one 131072-token case does not starve the next."""
+    if harness_device.has_gpu():
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
 def pytest_collection_modifyitems(config, items):
     if harness_device.has_gpu():
         return

@@ -23,8 +23,8 @@ from harness.registry import register
 from kernels.mhc import validate
 from kernels.triton_utils import dot_bf16, to_bf16_rtne
 
-BLOCK_T = 64
-BLOCK_K = 128
+BLOCK_T = 128
+BLOCK_K = 64
 GEMM_WARPS = 4
 GEMM_STAGES = 3
 PRECISION = "bf16x3"
