@@ -87,8 +87,10 @@ def cmd_selftest(args) -> int:
     profile = get_profile(args.profile)
     hidden = args.hidden or min(profile.hidden)
     df = selftest.run(profile, args.device or default_device(), hidden)
-    with pd.option_context("display.max_colwidth", 90, "display.width", 200):
-        print(df[["kind", "name", "op", "detector", "result", "message"]].to_string(index=False))
+    shown = df[["kind", "name", "op", "detector", "result", "message"]].copy()
+    shown["message"] = shown["message"].str.slice(0, 110)
+    with pd.option_context("display.max_colwidth", 110, "display.width", 250):
+        print(shown.to_string(index=False, justify="left"))
     bad = df[~df["ok"]]
     print(f"\n{int((df.kind == 'fault').sum())} faults, {int((df.kind == 'control').sum())} "
           f"controls, {len(bad)} wrong")

@@ -101,12 +101,35 @@ class MhcFusedPostPreSpec(OpSpec):
 
     def _reference(self, inputs: dict) -> dict:
         """The post output is stored in bf16 before the pre reads it (the contract's two ops)."""
-        post_args = [inputs[k] for k in self.token_args]
-        exact = mhc_post_compute(*post_args, compute_dtype=F64, round_output=False)
-        stored = exact.to(inputs["residual"].dtype)
+        exact = mhc_post_compute(*[inputs[k] for k in self.token_args], compute_dtype=F64,
+                                 round_output=False)
+        return {"new_residual": exact, **self._pre_reference(inputs, exact.to(torch.bfloat16))}
+
+    def _pre_reference(self, inputs: dict, stored_residual: torch.Tensor) -> dict:
         pre_args = [v for k, v in inputs.items() if k not in self.token_args]
-        pre = mhc_pre_compute(stored, *pre_args, compute_dtype=F64, round_output=False)
-        return dict(zip(self.outputs, (exact, *pre)))
+        pre = mhc_pre_compute(stored_residual, *pre_args, compute_dtype=F64, round_output=False)
+        return dict(zip(self.outputs[1:], pre))
+
+    def refine_reference(self, inputs: dict, outputs: dict, ref: dict) -> dict:
+        """Judge the pre half on the bf16 residual the implementation actually stored.
+
+        Where the exact post output lies within fp32 error of a bf16 rounding boundary, fp32 and
+        fp64 round it to neighbouring values, and one ulp of a residual element of magnitude
+        16-32 moves ``layer_input`` by up to 0.12 (seen on the H100: 1-4 of 4.7e8 elements at
+        T=32768-65536, H=7168, for both shipped kernels). ``new_residual`` itself is still judged
+        against the exact post output, so a wrong residual cannot hide here.
+        """
+        stored = outputs.get("new_residual")
+        if (stored is None or stored.dtype != torch.bfloat16
+                or stored.shape != ref["new_residual"].shape):
+            return ref
+        t = stored.shape[0]
+        step = self.reference_chunk
+        parts = [self._pre_reference(self.take_tokens(inputs, range(s, min(s + step, t))),
+                                     stored[s:s + step]) for s in range(0, t, step)]
+        refined = {k: torch.cat([p[k] for p in parts]) if parts else ref[k]
+                   for k in self.outputs[1:]}
+        return {"new_residual": ref["new_residual"], **refined}
 
 
 class HcHeadSpec(OpSpec):

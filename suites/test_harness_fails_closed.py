@@ -1,0 +1,85 @@
+"""The engine itself fails closed: NaN, missing -inf masks, wrong shapes or dtypes, unknown ops,
+duplicate names and broken plugin modules are failures or clear errors, never a green result."""
+
+import pytest
+import torch
+
+from harness import registry
+from harness.metrics import compare, per_token_error, ulp_distance
+from harness.ops import UnknownOpError
+from harness.plugins import ImplModuleError, load_impl_module
+from harness.tolerances import Tolerance
+
+TOL = Tolerance(1e-3, 1e-3, "test")
+
+
+def test_exact_output_passes():
+    ref = torch.randn(8, 5, dtype=torch.float64)
+    row = compare(ref.float(), ref, TOL, torch.float32)
+    assert row["passed"] and row["max_abs"] < 1e-6 and row["cosine"] > 0.999999
+
+
+def test_any_nan_fails_even_where_reference_is_nan():
+    ref = torch.randn(4, 4, dtype=torch.float64)
+    out = ref.float().clone()
+    out[1, 1] = float("nan")
+    row = compare(out, ref, TOL)
+    assert not row["passed"] and row["nan_count"] == 1
+    ref[1, 1] = float("nan")
+    assert not compare(out, ref, TOL)["passed"]
+
+
+def test_missing_minus_inf_mask_entry_fails():
+    ref = torch.zeros(3, 3, dtype=torch.float64)
+    ref[0, 2] = float("-inf")
+    out = torch.zeros(3, 3)
+    row = compare(out, ref, TOL)
+    assert not row["passed"] and row["nonfinite_mismatch"] == 1
+    out[0, 2] = float("-inf")
+    assert compare(out, ref, TOL)["passed"]
+
+
+@pytest.mark.parametrize("out,why", [(torch.zeros(3, 4), "shape"),
+                                     (torch.zeros(4, 3, dtype=torch.float16), "dtype")])
+def test_contract_shape_and_dtype_fail(out, why):
+    row = compare(out, torch.zeros(4, 3, dtype=torch.float64), TOL, torch.float32)
+    assert not row["passed"] and why in row["detail"]
+
+
+def test_bf16_ulp_distance():
+    ref = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+    out = torch.tensor([1.0, -1.0, 1.0 + 2 ** -7], dtype=torch.bfloat16)
+    assert ulp_distance(out, ref).tolist() == [0, 0, 1]
+
+
+def test_per_token_error_is_relative_per_token():
+    ref = torch.tensor([[1.0, 2.0], [100.0, 200.0]], dtype=torch.float64)
+    out = ref + torch.tensor([[0.2, 0.0], [0.0, 20.0]], dtype=torch.float64)
+    assert torch.allclose(per_token_error(out, ref), torch.tensor([0.1, 0.1], dtype=torch.float64))
+
+
+def test_registry_rejects_unknown_op_and_duplicates():
+    with pytest.raises(UnknownOpError, match="mhc_pree"):
+        registry.register("mhc_pree", "x")
+    with pytest.raises(registry.RegistryError, match="registered twice"):
+        registry.register("mhc_post", "torch")(lambda *a: None)
+    with pytest.raises(registry.RegistryError, match="without a reason"):
+        registry.register("mhc_post", "nope", available=False)
+
+
+def test_unavailable_implementation_keeps_its_reason():
+    registry.register_unavailable("mhc_post", "vendor-x", "vendor_x is not installed")
+    try:
+        assert "vendor-x" not in registry.implementations("mhc_post")
+        assert registry.unavailable()[("mhc_post", "vendor-x")] == "vendor_x is not installed"
+    finally:
+        registry.unregister("mhc_post", "vendor-x")
+
+
+def test_broken_impl_module_is_an_error(tmp_path):
+    bad = tmp_path / "broken_impl.py"
+    bad.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(ImplModuleError, match="broken_impl.py failed to import.*boom"):
+        load_impl_module(str(bad))
+    with pytest.raises(ImplModuleError, match="no such file"):
+        load_impl_module(str(tmp_path / "missing.py"))
