@@ -10,6 +10,10 @@ Suites declare what they sweep, and this plugin expands it from the active profi
     @pytest.mark.sweep(hidden="profile", tokens=[7, 257])   # explicit values for an axis
     def test_poison(target): ...
 
+    @pytest.mark.sweep(ops=["top_k_per_row_decode"], k={"smoke": [16], "default": [2048]})
+    def test_decode(target): ...     # other keywords become Case.params; a dict maps profiles
+
+
 Each generated test gets a :class:`Target` (spec, implementation, case) with an id like
 ``mhc_pre-T4099-H7168-triton``. Implementations that cannot run here are collected as skips
 that carry the registry's reason, so the report says what was not tested and why.
@@ -18,6 +22,7 @@ that carry the registry's reason, so the report says what was not tested and why
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import pathlib
 
@@ -70,8 +75,12 @@ def pytest_configure(config):
 
 
 def _values(profile: Profile, axis: str, spec) -> tuple:
+    """``"profile"``: the profile's own axis; a dict: values per profile name (key ``"default"``
+    for the rest); else the literal values."""
     if spec == "profile":
         return {"tokens": profile.tokens, "hidden": profile.hidden, "seed": profile.seeds}[axis]
+    if isinstance(spec, dict):
+        spec = spec.get(profile.name, spec.get("default", ()))
     return tuple(spec)
 
 
@@ -87,7 +96,12 @@ def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("sweep")
     axes = {a: "profile" for a in (marker.args if marker else AXES)}
     axes.update(marker.kwargs if marker else {})
+    only_ops = axes.pop("ops", None)
+    if only_ops:
+        ops = [op for op in ops if op in only_ops]
     grid = {a: _values(profile, a, axes[a]) if a in axes else (None,) for a in AXES}
+    extra = {a: _values(profile, a, v) for a, v in axes.items() if a not in AXES}
+    combos = [tuple(zip(extra, vals)) for vals in itertools.product(*extra.values())]
     wanted = set(config.getoption("impl") or [])
     params = []
     for op in ops:
@@ -98,10 +112,11 @@ def pytest_generate_tests(metafunc):
             marks = [] if impl.available else [pytest.mark.skip(reason=f"{op}/{name}: {impl.reason}")]
             for hidden in grid["hidden"]:
                 for tokens in grid["tokens"]:
-                    for seed in grid["seed"]:
-                        case = Case(op, tokens or 0, hidden or 0, seed or 0, dev)
+                    for seed, combo in itertools.product(grid["seed"], combos):
+                        case = Case(op, tokens or 0, hidden or 0, seed or 0, dev, combo)
                         pid = [op] + ([f"T{tokens}"] if tokens is not None else []) + \
                               ([f"H{hidden}"] if hidden is not None else []) + \
+                              [f"{k}{v}" for k, v in combo] + \
                               ([f"s{seed}"] if seed is not None and len(grid["seed"]) > 1 else []) + [name]
                         params.append(pytest.param(Target(spec, impl, case, profile),
                                                    id="-".join(pid), marks=marks))

@@ -16,6 +16,30 @@ from harness.registry import Implementation
 
 PARTIAL_TILE_TOKENS = 33
 
+TOPK_PROBES = {
+    "top_k_per_row_prefill": [(37, (("k", 16), ("n", 40), ("seqs", 3), ("clean", False))),
+                              (20, (("k", 16), ("n", 30), ("seqs", 2), ("data", "ties")))],
+    "top_k_per_row_decode": [(12, (("k", 16), ("n", 60), ("next_n", 2), ("pad", 3))),
+                             (16, (("k", 16), ("n", 60), ("next_n", 4), ("clean", False)))],
+}
+"""Small cases with row_starts > 0, rows both shorter and longer than k, next_n > 1, graph
+padding and uncleaned tails: enough to expose every top-k index-contract and slicing fault."""
+
+
+def topk_checks(spec: OpSpec, impl: Implementation, profile: Profile, base: Case) -> Finding:
+    from harness.evaluate import evaluate
+
+    rows, problems = [], []
+    for tokens, params in TOPK_PROBES[spec.op]:
+        ev = evaluate(spec, impl, Case(spec.op, tokens, 0, base.seed, base.device, params),
+                      check="topk_checks")
+        rows += ev.rows
+        if not ev.passed:
+            problems.append(f"{ev.case.id}: {ev.failures()}")
+    message = "; ".join(problems) if problems else "contract, ties and guard bands hold"
+    return Finding("topk_checks", spec.op, impl.name, not problems, message, rows)
+
+
 RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] = {
     "precision_growth": lambda spec, impl, prof, base: precision_growth.check(
         spec, impl, [base.with_tokens(t) for t in prof.tokens], prof.baseline_max_tokens),
@@ -25,6 +49,7 @@ RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] =
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
     "config_invariance": lambda spec, impl, prof, base: config_invariance.check(
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
+    "topk_checks": topk_checks,
 }
 
 

@@ -1,0 +1,89 @@
+"""Tie-aware comparison of top-k index sets, and the guard-band check of in-place outputs.
+
+A selection is correct when, row by row: the number of valid entries is exactly
+``min(top_k, row_len)``; every other slot holds -1 (no stale values); valid entries are distinct
+offsets inside the row's window; and the multiset of the selected logits equals the multiset of
+the reference's (so any choice among equal values passes, and nothing else does). Index sets are
+compared too, but only reported: with ties they may differ legitimately.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SENTINEL = 0x5A5A5A5A
+
+
+def compare_topk(out: torch.Tensor, ref: torch.Tensor, logits: torch.Tensor,
+                 starts: torch.Tensor, ends: torch.Tensor, top_k: int) -> dict:
+    """``out``/``ref``: [rows, top_k] int32 local offsets; ``logits``: [rows, N] row view."""
+    rows = out.shape[0]
+    row: dict = {"rows": rows}
+    if tuple(out.shape) != tuple(ref.shape) or out.dtype != torch.int32:
+        row.update(passed=False, detail=f"indices {tuple(out.shape)} {out.dtype}, contract "
+                                        f"{tuple(ref.shape)} int32")
+        return row
+    out, ref = out.long(), ref.long()
+    s, e = starts.long()[:, None], ends.long()[:, None]
+    length = (e - s).clamp_min(0)
+    expected = length.clamp_max(top_k).squeeze(1)
+    valid = (out >= 0) & (out < length)
+    stale = (~valid) & (out != -1)
+    count_bad = valid.sum(1) != expected
+    srt = torch.where(valid, out, -1).sort(dim=1, descending=True).values
+    dup = ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any(1)
+    n = logits.shape[1]
+
+    def picked(idx, ok):
+        cols = (idx + s).clamp(0, max(n - 1, 0))
+        vals = torch.gather(logits.double(), 1, cols) if n else torch.zeros_like(idx, dtype=torch.float64)
+        return torch.where(ok, vals, float("-inf")).sort(dim=1, descending=True).values
+
+    ref_valid = ref >= 0
+    values_bad = ~(picked(out, valid) == picked(ref, ref_valid)).all(1)
+    sets_differ = ~(torch.where(valid, out, -1).sort(1).values
+                    == torch.where(ref_valid, ref, -1).sort(1).values).all(1)
+    row.update(stale_slots=int(stale.sum()), count_mismatch_rows=int(count_bad.sum()),
+               duplicate_rows=int(dup.sum()), value_mismatch_rows=int(values_bad.sum()),
+               tie_resolved_rows=int((sets_differ & ~values_bad).sum()))
+    problems = []
+    for key, what in (("count_mismatch_rows", "rows with a wrong number of valid entries"),
+                      ("stale_slots", "slots neither a valid offset nor -1 (stale/global/unwritten)"),
+                      ("duplicate_rows", "rows with a repeated offset"),
+                      ("value_mismatch_rows", "rows whose selected logits are not the top-k")):
+        if row[key]:
+            first = {"count_mismatch_rows": count_bad, "duplicate_rows": dup,
+                     "value_mismatch_rows": values_bad}.get(key, stale.any(1))
+            r = int(torch.nonzero(first)[0]) if first.any() else -1
+            problems.append(f"{row[key]} {what} (first row {r})")
+    row["passed"] = not problems
+    row["detail"] = "; ".join(problems)
+    row["mismatch_frac"] = float((count_bad | dup | values_bad | stale.any(1)).float().mean()) if rows else 0.0
+    return row
+
+
+def guarded_buffer(rows: int, cols: int, pad_rows: int, device, band: int = 2,
+                   extra_cols: int = 3) -> torch.Tensor:
+    """An int32 [rows + pad_rows, cols] view inside a sentinel-filled buffer with ``band``
+    guard rows above and below and guard columns on both sides."""
+    base = torch.full((band + rows + pad_rows + band, band + cols + extra_cols), SENTINEL,
+                      dtype=torch.int32, device=device)
+    return base[band:band + rows + pad_rows, band:band + cols]
+
+
+def fresh_copy(view: torch.Tensor) -> torch.Tensor:
+    """The same view geometry over a fresh copy of its whole base buffer (re-poisoned)."""
+    base = view._base if view._base is not None else view
+    clone = torch.full_like(base, SENTINEL)
+    return clone.as_strided(view.shape, view.stride(), view.storage_offset())
+
+
+def guard_violations(view: torch.Tensor, written_rows: int, written_cols: int) -> int:
+    """Cells of the base buffer outside ``view[:written_rows, :written_cols]`` that changed."""
+    base = view._base if view._base is not None else view
+    mask = torch.ones_like(base, dtype=torch.bool)
+    flat_offsets = (torch.arange(written_rows, device=base.device)[:, None] * view.stride(0)
+                    + torch.arange(written_cols, device=base.device)[None, :] * view.stride(1)
+                    + view.storage_offset() - base.storage_offset())
+    mask.view(-1)[flat_offsets.reshape(-1)] = False
+    return int(((base != SENTINEL) & mask).sum())

@@ -1,0 +1,151 @@
+"""Op specs of top-k per row.
+
+Inputs model the indexer: a ragged prefill batch (each query row sees its own sequence's cached
+context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) or a decode batch
+(``next_n`` draft rows per request, causal per draft). Case params:
+
+- ``k`` top_k; ``n`` columns (decode) or the cached-context budget shared by the prefill
+  sequences (each gets up to n // seqs keys before its own tokens);
+- ``seqs`` prefill sequences; ``next_n`` decode drafts per request; ``pad`` graph-padding rows
+  the indices buffer has beyond num_rows (they must stay untouched);
+- ``data``: ``random`` or ``ties`` (top 22 bits shared, as vLLM's 10LSBits generator);
+- ``clean``: -inf outside each window, else the tails hold values *larger* than any in-window
+  logit, so a kernel that reads past a window's end selects them and is caught;
+- ``strided``: logits are a column slice of a wider buffer (stride0 > N).
+
+The op writes into ``indices``, a view inside a sentinel-filled guard buffer: every run gets a
+fresh copy, and cells outside ``indices[:num_rows, :top_k]`` must still hold the sentinel.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.specs import Case, OpSpec, register_spec
+from harness.topk_compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
+from kernels.topk.torch import select_into
+from kernels.topk.validate import decode_row_ends
+
+
+def _gen(case: Case, salt: int, device: str = "cpu") -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed((case.seed * 1_000_003 + salt * 7919 + case.tokens) & 0x7FFF_FFFF)
+    return g
+
+
+def _logits(case: Case, rows: int, n: int, starts, ends) -> torch.Tensor:
+    """Generated on the case's device: decode cases reach 8192 x 131072 logits."""
+    dev = case.device
+    g = _gen(case, 1, dev)
+    width = n + (17 if case.param("strided", False) else 0)
+    if case.param("data", "random") == "ties":
+        bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
+                                          device=dev)
+        buf = bits.view(torch.float32)
+    else:
+        buf = torch.randn(rows, width, generator=g, device=dev)
+    cols = torch.arange(width, device=dev)
+    outside = ((cols[None, :] < starts.to(dev).long()[:, None])
+               | (cols[None, :] >= ends.to(dev).long()[:, None]))
+    buf.masked_fill_(outside, float("-inf") if case.param("clean", True) else 1e4)
+    return buf[:, :n]
+
+
+class _TopKSpec(OpSpec):
+    outputs = ("indices", "guard")
+    output_dtypes = {"indices": torch.int32, "guard": torch.int64}
+
+    def _windows(self, case: Case) -> tuple[torch.Tensor, torch.Tensor, int]:
+        raise NotImplementedError
+
+    def token_count(self, inputs) -> int:
+        return int(inputs["num_rows"])
+
+    def _make(self, case: Case, head: dict) -> dict:
+        k = case.param("k", 512)
+        buf = guarded_buffer(case.tokens, k, case.param("pad", 0), case.device)
+        return {**head, "indices": buf, "num_rows": case.tokens,
+                "stride0": head["logits"].stride(0), "stride1": head["logits"].stride(1),
+                "top_k": k}
+
+    def run(self, fn, inputs: dict, **knobs) -> dict:
+        indices = fresh_copy(inputs["indices"])
+        call = {**inputs, "indices": indices}
+        fn(*call.values(), **knobs)
+        rows, k = int(inputs["num_rows"]), int(inputs["top_k"])
+        return {"indices": indices[:rows, :k].clone(),
+                "guard": torch.tensor(guard_violations(indices, rows, k))}
+
+    def reference(self, inputs: dict) -> dict:
+        starts, ends = self.row_windows(inputs)
+        rows, k = int(inputs["num_rows"]), int(inputs["top_k"])
+        view = inputs["logits"][:rows]
+        out = torch.empty((rows, k), dtype=torch.int32, device=view.device)
+        select_into(view, starts, ends, out, k)
+        return {"indices": out, "guard": torch.tensor(0), "_logits": view, "_starts": starts,
+                "_ends": ends}
+
+    def compare(self, outputs: dict, ref: dict) -> list[dict]:
+        k = ref["indices"].shape[1]
+        row = compare_topk(outputs["indices"], ref["indices"], ref["_logits"], ref["_starts"],
+                           ref["_ends"], k)
+        guard = int(outputs["guard"])
+        grow = {"output": "guard", "passed": guard == 0, "guard_violations": guard,
+                "detail": f"{guard} cells outside indices[:num_rows, :top_k] were written "
+                          "(out-of-bounds write / padding rows touched)" if guard else ""}
+        return [{"output": "indices", **row}, grow]
+
+
+class TopKPrefillSpec(_TopKSpec):
+    op = "top_k_per_row_prefill"
+    token_args = ("logits", "row_starts", "row_ends")
+
+    def make_inputs(self, case: Case) -> dict:
+        rows, seqs = case.tokens, max(1, min(case.param("seqs", 1), max(case.tokens, 1)))
+        g = _gen(case, 2)
+        cuts = torch.sort(torch.randperm(max(rows - 1, 0), generator=g)[:seqs - 1] + 1).values
+        lens = torch.diff(torch.cat([torch.tensor([0]), cuts, torch.tensor([rows])]))
+        ctx = torch.randint(0, case.param("n", 4096) // len(lens) + 1, (len(lens),), generator=g)
+        starts, ends, key_start = [], [], 0
+        for length, c in zip(lens.tolist(), ctx.tolist()):
+            pos = torch.arange(length)
+            starts.append(torch.full((length,), key_start))
+            ends.append(key_start + c + pos + 1)
+            key_start += c + length
+        starts = torch.cat(starts).int() if starts else torch.zeros(0, dtype=torch.int32)
+        ends = torch.cat(ends).int() if ends else torch.zeros(0, dtype=torch.int32)
+        logits = _logits(case, rows, max(key_start, 1), starts, ends)
+        return self._make(case, {"logits": logits, "row_starts": starts.to(case.device),
+                                 "row_ends": ends.to(case.device)})
+
+    def row_windows(self, inputs):
+        rows = int(inputs["num_rows"])
+        return inputs["row_starts"][:rows], inputs["row_ends"][:rows]
+
+
+class TopKDecodeSpec(_TopKSpec):
+    op = "top_k_per_row_decode"
+    token_args = ("logits",)
+
+    def make_inputs(self, case: Case) -> dict:
+        next_n = case.param("next_n", 1)
+        if case.tokens % next_n:
+            raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of "
+                             f"next_n={next_n}")
+        batch, n = case.tokens // next_n, case.param("n", 4096)
+        g = _gen(case, 3)
+        seq_lens = torch.randint(next_n, n + 1, (batch,), generator=g, dtype=torch.int32)
+        if batch > 1:
+            seq_lens[0] = min(n, next_n + 3)
+        ends = decode_row_ends(seq_lens, next_n, case.tokens).int()
+        logits = _logits(case, case.tokens, n, torch.zeros_like(ends), ends)
+        return self._make(case, {"logits": logits, "next_n": next_n,
+                                 "seq_lens": seq_lens.to(case.device)})
+
+    def row_windows(self, inputs):
+        ends = decode_row_ends(inputs["seq_lens"], int(inputs["next_n"]), int(inputs["num_rows"]))
+        return torch.zeros_like(ends), ends
+
+
+register_spec(TopKPrefillSpec())
+register_spec(TopKDecodeSpec())

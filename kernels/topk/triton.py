@@ -1,0 +1,112 @@
+"""Triton top-k per row: an exact radix select, one program per row.
+
+Each logit maps to an order-preserving uint32 key. Four histogram passes over the row's window
+(8 bits each, most significant first) find the key of the k-th largest element and how many
+elements equal to it are still needed; a last pass writes the positions of every larger
+element and of that many equal ones (in column order), then -1 in the unused slots. Rows no
+longer than top_k skip the search. Exact for any data, ties included, in 5 reads of the window
+instead of a sort.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from harness.device import triton_unavailable_reason
+from harness.registry import register
+from kernels.topk import validate
+
+BLOCK = 2048
+SLOT_BLOCK = 1024
+NUM_WARPS = 8
+
+_REASON = triton_unavailable_reason()
+_AVAILABLE = _REASON is None
+
+
+@triton.jit
+def _order_key(v):
+    bits = v.to(tl.uint32, bitcast=True)
+    return tl.where((bits >> 31) == 1, bits ^ 0xFFFFFFFF, bits | 0x80000000)
+
+
+@triton.jit
+def _topk_rows(logits_ptr, starts_ptr, ends_ptr, idx_ptr, stride0, stride1, idx_stride0,
+               idx_stride1, top_k, BLOCK: tl.constexpr, SLOT_BLOCK: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    start = tl.load(starts_ptr + r)
+    end = tl.load(ends_ptr + r)
+    length = tl.maximum(end - start, 0)
+    count = tl.minimum(length, top_k)
+    row_ptr = logits_ptr + r * stride0
+    out_ptr = idx_ptr + r * idx_stride0
+    offs = tl.arange(0, BLOCK)
+    bins = tl.arange(0, 256)
+    prefix = tl.zeros((), dtype=tl.uint32)
+    k_rem = tl.where(length > top_k, count, 0)
+    if length > top_k:
+        for p in tl.static_range(4):
+            shift: tl.constexpr = 24 - 8 * p
+            hist = tl.zeros((256,), dtype=tl.int32)
+            for c0 in range(start, end, BLOCK):
+                cols = c0 + offs
+                m = cols < end
+                v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
+                key = _order_key(v)
+                if p > 0:
+                    m = m & ((key >> (shift + 8)) == prefix)
+                digit = ((key >> shift) & 0xFF).to(tl.int32)
+                hist += tl.histogram(digit, 256, mask=m)
+            greater = tl.sum(hist, 0) - tl.cumsum(hist, 0)
+            hit = (greater < k_rem) & (greater + hist >= k_rem)
+            b = tl.max(tl.where(hit, bins, -1), 0)
+            k_rem -= tl.sum(tl.where(bins == b, greater, 0), 0)
+            prefix = (prefix << 8) | b.to(tl.uint32)
+    taken = tl.zeros((), dtype=tl.int32)
+    eq_seen = tl.zeros((), dtype=tl.int32)
+    for c0 in range(start, end, BLOCK):
+        cols = c0 + offs
+        m = cols < end
+        v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
+        key = _order_key(v)
+        eq = (m & (key == prefix)).to(tl.int32)
+        eq_rank = eq_seen + tl.cumsum(eq, 0) - eq
+        take = (m & (key > prefix)) | ((eq == 1) & (eq_rank < k_rem))
+        t = take.to(tl.int32)
+        pos = taken + tl.cumsum(t, 0) - t
+        tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, (cols - start).to(tl.int32), mask=take)
+        taken += tl.sum(t, 0)
+        eq_seen += tl.sum(eq, 0)
+    slots = tl.arange(0, SLOT_BLOCK)
+    for s0 in range(0, top_k, SLOT_BLOCK):
+        s = s0 + slots
+        tl.store(out_ptr + s.to(tl.int64) * idx_stride1, tl.full((SLOT_BLOCK,), -1, tl.int32),
+                 mask=(s >= count) & (s < top_k))
+
+
+def _launch(logits, starts, ends, indices, num_rows, stride0, stride1, top_k):
+    if num_rows == 0:
+        return
+    _topk_rows[(num_rows,)](logits, starts, ends, indices, stride0, stride1, indices.stride(0),
+                            indices.stride(1), int(top_k), BLOCK=BLOCK, SLOT_BLOCK=SLOT_BLOCK,
+                            num_warps=NUM_WARPS)
+
+
+@register("top_k_per_row_prefill", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
+                          top_k):
+    validate.check_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
+                           top_k)
+    _launch(logits, row_starts.contiguous(), row_ends.contiguous(), indices, int(num_rows),
+            stride0, stride1, top_k)
+
+
+@register("top_k_per_row_decode", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+    validate.check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k)
+    ends = validate.decode_row_ends(seq_lens, int(next_n), int(num_rows)).to(torch.int32)
+    _launch(logits, torch.zeros_like(ends), ends, indices, int(num_rows), stride0, stride1, top_k)

@@ -1,0 +1,64 @@
+"""Top-k per row against the reference, tie-aware, across row counts, window lengths, top_k,
+batch mixes and data shapes (every run also checks the guard band around ``indices``)."""
+
+import dataclasses
+
+import pytest
+
+from harness.evaluate import evaluate
+from harness.ops import TOPK_OPS
+
+OPS = TOPK_OPS
+
+PREFILL_ROWS = {"smoke": [1, 3, 64], "ci": [1, 64, 2050], "default": [1, 3, 64, 2050, 8192]}
+PREFILL_SEQS = {"smoke": [1, 5], "ci": [1, 7], "default": [1, 7, 64]}
+DECODE_BATCH = {"smoke": [1, 2, 7], "ci": [1, 7, 256], "default": [1, 2, 7, 64, 256, 2048]}
+NEXT_N = [1, 2, 4]
+TOP_K = {"smoke": [16, 512], "ci": [512, 2048], "default": [512, 1024, 2048, 3000]}
+CONTEXT = {"smoke": [600], "ci": [8192, 131072], "default": [8192, 131072]}
+SHAPE_ROWS = {"smoke": [64], "default": [64, 2050]}
+SHAPE_K = {"smoke": [16], "default": [2048]}
+
+
+def _check(target, case, record):
+    ev = evaluate(target.spec, target.impl, case)
+    record(ev.rows)
+    assert ev.passed, f"{case.id} [{target.impl.name}]: {ev.failures()}"
+
+
+def _decode_case(target):
+    rows = target.case.param("batch") * target.case.param("next_n")
+    return dataclasses.replace(target.case, tokens=rows)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=PREFILL_ROWS, k=TOP_K, n=CONTEXT,
+                   seqs=PREFILL_SEQS)
+def test_prefill_matches_reference(target, record):
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=SHAPE_ROWS, k=SHAPE_K, n=[4096],
+                   seqs=[5], data=["random", "ties"], clean=[True, False], strided=[False, True])
+def test_prefill_data_shapes(target, record):
+    """Ties (many equal values), uncleaned tails (large values past each window) and strided
+    logits: the shapes that expose tie handling, reads past the end and stride mistakes."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=DECODE_BATCH, next_n=NEXT_N, k=TOP_K,
+                   n=CONTEXT)
+def test_decode_matches_reference(target, record):
+    _check(target, _decode_case(target), record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[1, 4], k=SHAPE_K,
+                   n=[4096], data=["random", "ties"], clean=[True, False], strided=[False, True])
+def test_decode_data_shapes(target, record):
+    _check(target, _decode_case(target), record)
+
+
+@pytest.mark.gpu
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[1, 64], next_n=[2], k=[2048],
+                   n=[300_000])
+def test_decode_near_300k_columns(target, record):
+    _check(target, _decode_case(target), record)

@@ -1,0 +1,86 @@
+"""Out-of-bounds writes and slicing: graph-padded decode batches, next_n > 1, and prefill and
+decode rows sharing one topk_indices_buffer (the vLLM PR 42810 class)."""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from harness.evaluate import evaluate
+from harness.ops import TOPK_OPS
+from harness.registry import implementations
+from harness.specs import Case, get_spec
+from harness.topk_compare import SENTINEL, compare_topk, guarded_buffer
+
+OPS = TOPK_OPS
+
+PADDED_BATCH = {"smoke": [1, 7], "default": [1, 7, 64, 256]}
+MIXED = [(5, 3, 2, 4), (300, 64, 4, 64)]
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=PADDED_BATCH, next_n=[1, 2, 4],
+                   pad=[1, 5], k={"smoke": [16], "default": [2048]}, n={"smoke": [200],
+                                                                       "default": [65536]})
+def test_padded_decode_leaves_padding_rows_untouched(target, record):
+    case = dataclasses.replace(
+        target.case, tokens=target.case.param("batch") * target.case.param("next_n"))
+    ev = evaluate(target.spec, target.impl, case, check="guard_band")
+    record(ev.rows)
+    assert ev.passed, f"{case.id} [{target.impl.name}]: {ev.failures()}"
+
+
+def _impl_pairs():
+    prefill, decode = (implementations(op) for op in TOPK_OPS)
+    return sorted(set(prefill) & set(decode))
+
+
+@pytest.mark.parametrize("name", _impl_pairs())
+@pytest.mark.parametrize("prefill_rows,batch,next_n,pad", MIXED)
+def test_mixed_prefill_and_decode_share_one_buffer(name, prefill_rows, batch, next_n, pad,
+                                                  request):
+    """Prefill rows first, then the decode rows padded for graphs, in one buffer pre-filled
+    with -1: each op writes only its rows, padded decode rows stay -1, guards stay intact."""
+    dev = request.config.getoption("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    k = 16
+    pre_spec, dec_spec = get_spec(TOPK_OPS[0]), get_spec(TOPK_OPS[1])
+    pre_in = pre_spec.make_inputs(Case(TOPK_OPS[0], prefill_rows, 0, 0, dev,
+                                       (("k", k), ("n", 300), ("seqs", 3))))
+    dec_rows = batch * next_n
+    dec_in = dec_spec.make_inputs(Case(TOPK_OPS[1], dec_rows, 0, 0, dev,
+                                       (("k", k), ("n", 300), ("next_n", next_n))))
+    buf = guarded_buffer(prefill_rows + dec_rows + pad, k, 0, dev)
+    buf.fill_(-1)
+    pre_view, dec_view = buf[:prefill_rows], buf[prefill_rows:]
+    implementations(TOPK_OPS[0])[name](*{**pre_in, "indices": pre_view}.values())
+    implementations(TOPK_OPS[1])[name](*{**dec_in, "indices": dec_view}.values())
+    base = buf._base
+    inner = torch.zeros_like(base, dtype=torch.bool)
+    inner[2:2 + buf.shape[0], 2:2 + k] = True
+    assert bool((base[~inner] == SENTINEL).all()), "a guard cell around the shared buffer changed"
+    assert bool((dec_view[dec_rows:] == -1).all()), "padded decode rows were written"
+    for spec, inputs, view in ((pre_spec, pre_in, pre_view), (dec_spec, dec_in, dec_view)):
+        ref = spec.reference(inputs)
+        rows = int(inputs["num_rows"])
+        row = compare_topk(view[:rows].clone(), ref["indices"], ref["_logits"], ref["_starts"],
+                           ref["_ends"], k)
+        assert row["passed"], f"{spec.op} [{name}] in the shared buffer: {row['detail']}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", TOPK_OPS)
+def test_memcheck_clean(op):
+    """One padded, next_n=2 case under compute-sanitizer memcheck: any report fails."""
+    tool = shutil.which("compute-sanitizer")
+    if tool is None:
+        pytest.skip("compute-sanitizer is not on PATH; install the CUDA toolkit to run memcheck")
+    params = "k=2048,n=65536,next_n=2,pad=3,seqs=3"
+    cmd = [tool, "--tool", "memcheck", "--error-exitcode", "99", sys.executable, "-m",
+           "harness.sanitize", op, "triton", "64", params]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 0, f"memcheck exit {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout + proc.stderr
