@@ -17,6 +17,29 @@ from harness.registry import implementations
 SHAPES = [(1, 131072, 2048), (64, 131072, 2048), (2048, 8192, 2048), (64, 300000, 2048)]
 
 
+def tune() -> None:
+    """Time the kernel's launch constants (BLOCK, RADIX, warps) on the benchmark shapes."""
+    import itertools
+
+    from kernels.topk import triton as tk
+
+    rows = []
+    for (r, n, k), block, radix, warps in itertools.product(SHAPES[:3], (2048, 4096, 8192),
+                                                              (4, 8), (4, 8, 16)):
+        logits = torch.randn(r, n, device="cuda")
+        ends = torch.full((r,), n, dtype=torch.int32, device="cuda")
+        starts = torch.zeros_like(ends)
+        idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
+        ms = triton.testing.do_bench(lambda: tk._topk_rows[(r,)](
+            logits, starts, ends, idx, n, 1, k, 1, k, BLOCK=block, SLOT_BLOCK=1024, RADIX=radix,
+            num_warps=warps), warmup=3, rep=20)
+        rows.append({"rows": r, "cols": n, "BLOCK": block, "RADIX": radix, "warps": warps,
+                     "ms": ms})
+    df = pd.DataFrame(rows)
+    print(df.sort_values("ms").groupby(["rows", "cols"]).head(4).to_string(index=False))
+    print(df.groupby(["BLOCK", "RADIX", "warps"])["ms"].sum().sort_values().head(6).to_string())
+
+
 def main() -> pd.DataFrame:
     if not torch.cuda.is_available():
         raise SystemExit("bench_topk needs a GPU")
@@ -39,4 +62,6 @@ def main() -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    tune() if "--tune" in sys.argv else main()

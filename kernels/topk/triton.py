@@ -1,11 +1,14 @@
 """Triton top-k per row: an exact radix select, one program per row.
 
-Each logit maps to an order-preserving uint32 key. Four histogram passes over the row's window
-(8 bits each, most significant first) find the key of the k-th largest element and how many
-elements equal to it are still needed; a last pass writes the positions of every larger
-element and of that many equal ones (in column order), then -1 in the unused slots. Rows no
-longer than top_k skip the search. Exact for any data, ties included, in 5 reads of the window
-instead of a sort.
+Each logit maps to an order-preserving uint32 key. Histogram passes over the row's window
+(RADIX bits each, most significant first) narrow down the key prefix of the k-th largest element
+and count how many elements sharing it are still needed; the search stops as soon as every
+element with the prefix is needed (or all 32 bits are fixed). A last pass writes the positions of
+every element above the prefix and of that many equal ones (in column order), then -1 in the
+unused slots. Rows no longer than top_k skip the search. Exact for any data, ties included.
+
+RADIX=4 rather than 8: ``tl.histogram`` costs BLOCK x bins compares per block on the GPU, and
+measured on the H100 the 256-bin version spent ~3 us per 2048-column block, 20x the load.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from harness.device import triton_unavailable_reason
 from harness.registry import register
 from kernels.topk import validate
 
-BLOCK = 2048
+BLOCK = 4096
 SLOT_BLOCK = 1024
 NUM_WARPS = 8
+RADIX = 4
 
 _REASON = triton_unavailable_reason()
 _AVAILABLE = _REASON is None
@@ -34,7 +38,8 @@ def _order_key(v):
 
 @triton.jit
 def _topk_rows(logits_ptr, starts_ptr, ends_ptr, idx_ptr, stride0, stride1, idx_stride0,
-               idx_stride1, top_k, BLOCK: tl.constexpr, SLOT_BLOCK: tl.constexpr):
+               idx_stride1, top_k, BLOCK: tl.constexpr, SLOT_BLOCK: tl.constexpr,
+               RADIX: tl.constexpr):
     r = tl.program_id(0).to(tl.int64)
     start = tl.load(starts_ptr + r)
     end = tl.load(ends_ptr + r)
@@ -43,27 +48,29 @@ def _topk_rows(logits_ptr, starts_ptr, ends_ptr, idx_ptr, stride0, stride1, idx_
     row_ptr = logits_ptr + r * stride0
     out_ptr = idx_ptr + r * idx_stride0
     offs = tl.arange(0, BLOCK)
-    bins = tl.arange(0, 256)
+    bins = tl.arange(0, 1 << RADIX)
     prefix = tl.zeros((), dtype=tl.uint32)
-    k_rem = tl.where(length > top_k, count, 0)
-    if length > top_k:
-        for p in tl.static_range(4):
-            shift: tl.constexpr = 24 - 8 * p
-            hist = tl.zeros((256,), dtype=tl.int32)
-            for c0 in range(start, end, BLOCK):
-                cols = c0 + offs
-                m = cols < end
-                v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
-                key = _order_key(v)
-                if p > 0:
-                    m = m & ((key >> (shift + 8)) == prefix)
-                digit = ((key >> shift) & 0xFF).to(tl.int32)
-                hist += tl.histogram(digit, 256, mask=m)
-            greater = tl.sum(hist, 0) - tl.cumsum(hist, 0)
-            hit = (greater < k_rem) & (greater + hist >= k_rem)
-            b = tl.max(tl.where(hit, bins, -1), 0)
-            k_rem -= tl.sum(tl.where(bins == b, greater, 0), 0)
-            prefix = (prefix << 8) | b.to(tl.uint32)
+    k_rem = count
+    shift = 32
+    searching = length > top_k
+    while searching:
+        shift -= RADIX
+        hist = tl.zeros((1 << RADIX,), dtype=tl.int32)
+        for c0 in range(start, end, BLOCK):
+            cols = c0 + offs
+            m = cols < end
+            v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
+            key = _order_key(v)
+            m = m & (((key >> 1) >> (shift + RADIX - 1)) == prefix)
+            digit = ((key >> shift) & ((1 << RADIX) - 1)).to(tl.int32)
+            hist += tl.histogram(digit, 1 << RADIX, mask=m)
+        greater = tl.sum(hist, 0) - tl.cumsum(hist, 0)
+        hit = (greater < k_rem) & (greater + hist >= k_rem)
+        b = tl.max(tl.where(hit, bins, -1), 0)
+        k_rem -= tl.sum(tl.where(bins == b, greater, 0), 0)
+        prefix = (prefix << RADIX) | b.to(tl.uint32)
+        in_bin = tl.sum(tl.where(bins == b, hist, 0), 0)
+        searching = (shift > 0) & (in_bin != k_rem)
     taken = tl.zeros((), dtype=tl.int32)
     eq_seen = tl.zeros((), dtype=tl.int32)
     for c0 in range(start, end, BLOCK):
@@ -71,9 +78,11 @@ def _topk_rows(logits_ptr, starts_ptr, ends_ptr, idx_ptr, stride0, stride1, idx_
         m = cols < end
         v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
         key = _order_key(v)
-        eq = (m & (key == prefix)).to(tl.int32)
+        top = tl.where(shift == 0, key, (key >> 1) >> tl.maximum(shift - 1, 0))
+        top = tl.where(shift >= 32, 0, top)
+        eq = (m & (top == prefix)).to(tl.int32)
         eq_rank = eq_seen + tl.cumsum(eq, 0) - eq
-        take = (m & (key > prefix)) | ((eq == 1) & (eq_rank < k_rem))
+        take = (m & (top > prefix)) | ((eq == 1) & (eq_rank < k_rem))
         t = take.to(tl.int32)
         pos = taken + tl.cumsum(t, 0) - t
         tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, (cols - start).to(tl.int32), mask=take)
@@ -91,7 +100,7 @@ def _launch(logits, starts, ends, indices, num_rows, stride0, stride1, top_k):
         return
     _topk_rows[(num_rows,)](logits, starts, ends, indices, stride0, stride1, indices.stride(0),
                             indices.stride(1), int(top_k), BLOCK=BLOCK, SLOT_BLOCK=SLOT_BLOCK,
-                            num_warps=NUM_WARPS)
+                            RADIX=RADIX, num_warps=NUM_WARPS)
 
 
 @register("top_k_per_row_prefill", "triton", available=_AVAILABLE, reason=_REASON or "",
