@@ -68,10 +68,21 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "sweep(*axes, **values): axes of the profile to expand")
     config.addinivalue_line("markers", "gpu: needs a CUDA/ROCm GPU; skipped with a reason elsewhere")
     config.addinivalue_line("markers", "e2e: end-to-end run against an inference server")
-    from harness.plugins import load_impl_modules
+    from harness.plugins import ImplModuleError, load_impl_modules
 
     load_builtins()
-    load_impl_modules(config.getoption("impl_module") or [], env=True)
+    try:
+        load_impl_modules(config.getoption("impl_module") or [], env=True)
+    except ImplModuleError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    from harness.ops import OP_NAMES
+
+    known = {name for op in OP_NAMES for name in records(op)}
+    unknown = sorted(set(config.getoption("impl") or []) - known)
+    if unknown:
+        raise pytest.UsageError(
+            f"--impl {', '.join(unknown)}: no such implementation is registered (known: "
+            f"{', '.join(sorted(known))}); load it with --impl-module or fix the name")
 
 
 def _values(profile: Profile, axis: str, spec) -> tuple:

@@ -1,0 +1,43 @@
+"""``harness run`` exit codes are git-bisect verdicts: 0 good, 1 bad, 125 could not test, for an
+implementation loaded from a file outside the repository with --impl-module."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+GOOD = """
+from harness.registry import register
+from kernels.mhc.torch import mhc_post_compute
+
+@register("mhc_post", "ext")
+def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+    return mhc_post_compute(x, residual, post_layer_mix, comb_res_mix)
+"""
+BAD = GOOD.replace("return mhc_post_compute(x, residual, post_layer_mix, comb_res_mix)",
+                   "return mhc_post_compute(x, residual, post_layer_mix.flip(-2), comb_res_mix)")
+BROKEN = "import no_such_package_for_the_harness\n"
+
+
+@pytest.mark.parametrize("source,verdict", [(GOOD, 0), (BAD, 1), (BROKEN, 125)],
+                         ids=["good", "bad", "broken-module"])
+def test_impl_module_verdict(tmp_path, source, verdict):
+    module = tmp_path / "ext_kernels.py"
+    module.write_text(textwrap.dedent(source))
+    cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", "--impl", "ext",
+           "--impl-module", str(module), "--output", str(tmp_path / "report"), "--",
+           "-k", "test_matches_reference and mhc_post and T7", "-p", "no:xdist"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == verdict, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if verdict != 125:
+        assert (tmp_path / "report" / "summary.md").exists()
+        assert (tmp_path / "report" / "junit.xml").exists()
+
+
+def test_unknown_impl_name_cannot_test(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--profile", "smoke", "--impl",
+                           "no-such-impl", "--output", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 125, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "no-such-impl" in proc.stderr + proc.stdout
