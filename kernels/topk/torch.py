@@ -57,7 +57,7 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
 
 @register("top_k_per_row_decode", "torch")
 def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
-    validate.check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k)
-    ends = validate.decode_row_ends(seq_lens, int(next_n), int(num_rows))
+    ends = validate.check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
+                                 top_k)
     select_into(_view(logits, num_rows, stride0, stride1), torch.zeros_like(ends), ends, indices,
                 int(top_k))

@@ -59,7 +59,9 @@ def decode_row_ends(seq_lens: torch.Tensor, next_n: int, num_rows: int) -> torch
     return ends[:num_rows].clamp_min(0)
 
 
-def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
+                 top_k) -> torch.Tensor:
+    """Checks the call and returns every row's valid length (see ``decode_row_ends``)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
     _want(int(next_n) >= 1, f"next_n must be >= 1, got {next_n}")
     _want(isinstance(seq_lens, torch.Tensor) and seq_lens.dtype == torch.int32
@@ -67,7 +69,8 @@ def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, 
           f"{getattr(seq_lens, 'dtype', type(seq_lens))} {tuple(getattr(seq_lens, 'shape', ()))}")
     rows = seq_lens.numel() if seq_lens.dim() == 2 else seq_lens.shape[0] * next_n
     _want(rows >= num_rows, f"seq_lens covers {rows} rows (batch*next_n) < num_rows={num_rows}")
+    ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
     if num_rows:
-        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
         _want(int(ends.max()) <= logits.shape[1],
               f"a decode row needs {int(ends.max())} columns but logits has {logits.shape[1]}")
+    return ends
