@@ -66,7 +66,7 @@ def main():
                     continue
                 try:
                     ms = gemm_time(x, fn, bt, bk, w, st, prec, split)
-                except Exception as exc:  # noqa: BLE001 - report configs that do not compile
+                except Exception:  # noqa: BLE001 - report configs that do not compile
                     ms = float("nan")
                 rows.append({"T": t, "n_mix": fn.shape[0], "BT": bt, "BK": bk, "warps": w,
                              "stages": st, "prec": prec, "split": split, "ms": ms,

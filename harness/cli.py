@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import pathlib
 import sys
 import uuid
@@ -50,7 +49,7 @@ def cmd_run(args) -> int:
 
     from harness.device import configure_triton
     from harness.profiles import default_profile_name
-    from harness.report import write_summary
+    from harness.report import write_meta, write_summary
 
     configure_triton()
     profile = args.profile or default_profile_name()
@@ -68,10 +67,70 @@ def cmd_run(args) -> int:
         pytest_args += ["--device", args.device]
     if args.workers:
         pytest_args += ["-n", str(args.workers)]
+    started = datetime.datetime.now()
     code = pytest.main(pytest_args + list(args.pytest_args))
+    write_meta(folder, profile=profile, pytest_exit=int(code), started=started.isoformat(),
+               seconds=(datetime.datetime.now() - started).total_seconds(),
+               argv=sys.argv[1:])
+    baseline = _baseline(args.compare_to, folder, profile)
+    regressions = 0
+    if baseline is not None:
+        from harness.trend import write_trend
+
+        _, regressions = write_trend(baseline, folder)
     write_summary(folder, profile=profile, pytest_exit=code)
-    print(f"report: {folder}")
+    print(f"report: {folder}" + (f" (trend against {baseline}: {regressions} worse)"
+                                 if baseline is not None else ""))
     return _pytest_exit_to_verdict(code)
+
+
+def _baseline(compare_to: str | None, folder: pathlib.Path, profile: str):
+    from harness.trend import previous_run
+
+    if compare_to is None:
+        compare_to = "auto" if profile == "nightly" else "none"
+    if compare_to == "none":
+        return None
+    if compare_to == "auto":
+        return previous_run(folder, profile)
+    return pathlib.Path(compare_to)
+
+
+def cmd_report(args) -> int:
+    from harness.report import read_meta, write_summary
+
+    folder = pathlib.Path(args.folder)
+    meta = read_meta(folder)
+    if not meta and not list(folder.glob("results*.csv")):
+        print(f"{folder} holds no harness results (results*.csv, run.json)", file=sys.stderr)
+        return EXIT_UNTESTABLE
+    path = write_summary(folder, profile=meta.get("profile", "?"),
+                         pytest_exit=meta.get("pytest_exit", 0))
+    print(path.read_text())
+    return EXIT_GOOD
+
+
+def cmd_compare(args) -> int:
+    from harness.trend import write_trend
+
+    path, regressions = write_trend(pathlib.Path(args.old), pathlib.Path(args.new))
+    print(path.read_text())
+    return EXIT_BAD if regressions else EXIT_GOOD
+
+
+def cmd_bisect(args) -> int:
+    """One verdict for ``git bisect run``: the chosen ops' suites at a small profile."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:
+        run_args = argparse.Namespace(
+            profile=args.profile, ops=args.ops, impl=args.impl, impl_module=args.impl_module,
+            device=None, workers=None, output=tmp, compare_to="none",
+            pytest_args=["-x", "-q"] + list(args.pytest_args))
+        code = cmd_run(run_args)
+    print({EXIT_GOOD: "bisect verdict: good", EXIT_BAD: "bisect verdict: bad"}.get(
+        code, "bisect verdict: skip (could not test)"))
+    return code
 
 
 def cmd_selftest(args) -> int:
@@ -109,8 +168,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", choices=["cuda", "cpu"])
     run.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. auto)")
     run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")
+    run.add_argument("--compare-to", help="earlier run folder for the trend, 'auto' (newest "
+                     "run of the same profile; default for nightly) or 'none'")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("report", help="rebuild summary.md and report.html of a run folder")
+    rep.add_argument("folder")
+    rep.set_defaults(func=cmd_report)
+    cmp_ = sub.add_parser("compare", help="two runs side by side; exit 1 if the new one is worse")
+    cmp_.add_argument("old")
+    cmp_.add_argument("new")
+    cmp_.set_defaults(func=cmd_compare)
+    bis = sub.add_parser("bisect", help="git-bisect-run verdict: 0 good, 1 bad, 125 skip")
+    bis.add_argument("--ops", nargs="+", required=True, help="ops whose suites decide")
+    bis.add_argument("--profile", default="smoke", choices=["smoke", "ci", "nightly", "full"])
+    bis.add_argument("--impl", action="append", default=[])
+    bis.add_argument("--impl-module", action="append", default=[])
+    bis.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
+    bis.set_defaults(func=cmd_bisect)
     st = sub.add_parser("selftest", help="seeded faults must be caught, shipped kernels pass")
     st.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
     st.add_argument("--device", choices=["cuda", "cpu"])

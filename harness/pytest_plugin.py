@@ -63,7 +63,21 @@ def pytest_addoption(parser):
                     help="write the result rows (CSV, JSON) here at the end of the session")
 
 
+def _pin_worker_gpu() -> None:
+    """Under pytest-xdist on a multi-GPU host, worker gwN uses GPU N mod count (set before any
+    CUDA context exists), so ``-n auto`` spreads the suites over the GPUs."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or "CUDA_VISIBLE_DEVICES" in os.environ:
+        return
+    import torch
+
+    count = torch.cuda.device_count()
+    if count > 1:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % count)
+
+
 def pytest_configure(config):
+    _pin_worker_gpu()
     harness_device.configure_triton()
     config.addinivalue_line("markers", "sweep(*axes, **values): axes of the profile to expand")
     config.addinivalue_line("markers", "gpu: needs a CUDA/ROCm GPU; skipped with a reason elsewhere")

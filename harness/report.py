@@ -1,15 +1,50 @@
-"""The Markdown summary of a run folder: what ran, what failed (worst first), what could not run
-and why, and the environment."""
+"""A run folder's reports: the Markdown summary (what ran, what failed worst first, what could not
+run and why, the environment) and the HTML page with plots. ``harness report DIR`` rebuilds both
+from the saved results."""
 
 from __future__ import annotations
 
 import glob
+import html
+import importlib.metadata
+import json
 import pathlib
+import subprocess
 
 import pandas as pd
 
 from harness import device
 from harness.registry import unavailable
+
+
+def environment() -> dict[str, str]:
+    info = device.describe()
+    for pkg in ("vllm", "aiter", "lm-eval", "liger-kernel"):
+        try:
+            info[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            info[pkg] = "absent"
+    info["git_commit"] = _run(["git", "rev-parse", "--short", "HEAD"]) or "unknown"
+    if device.has_gpu():
+        info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version",
+                               "--format=csv,noheader"]) or "unknown"
+    return info
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def write_meta(folder: pathlib.Path, **meta) -> None:
+    (folder / "run.json").write_text(json.dumps({**meta, "environment": environment()}, indent=1))
+
+
+def read_meta(folder: pathlib.Path) -> dict:
+    path = folder / "run.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def load_results(folder: pathlib.Path) -> pd.DataFrame:
@@ -44,9 +79,37 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     if missing:
         lines += ["## Not run here", ""] + [f"- {op}/{name}: {why}"
                                            for (op, name), why in sorted(missing.items())] + [""]
-    lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in device.describe().items()]
+    env = read_meta(folder).get("environment") or environment()
+    lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in env.items()]
+    trend = folder / "trend.md"
+    if trend.exists():
+        lines += ["", trend.read_text()]
     path = folder / "summary.md"
     path.write_text("\n".join(lines) + "\n")
+    write_html(folder, df, "\n".join(lines))
+    return path
+
+
+def write_html(folder: pathlib.Path, df: pd.DataFrame, summary_md: str) -> pathlib.Path:
+    from harness.plots import make_plots
+
+    pngs = make_plots(df, folder) if not df.empty else []
+    parts = ["<!doctype html><meta charset='utf-8'><title>harness report</title>",
+             "<style>body{font-family:sans-serif;max-width:1400px;margin:auto}"
+             "pre{background:#f6f6f6;padding:8px;overflow:auto}"
+             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+             "padding:2px 6px}</style>",
+             "<h1>Harness report</h1>"]
+    parts += [f"<h2>{html.escape(p.stem.replace('_', ' '))}</h2><img src='{p.name}' "
+              f"style='max-width:100%'>" for p in pngs]
+    if not df.empty:
+        failed = df[df["verdict"] != "pass"]
+        if not failed.empty:
+            parts += ["<h2>Failures</h2>", failed[["op", "impl", "case", "check", "output",
+                                                   "detail"]].head(200).to_html(index=False)]
+    parts += ["<h2>Summary</h2><pre>", html.escape(summary_md), "</pre>"]
+    path = folder / "report.html"
+    path.write_text("\n".join(parts))
     return path
 
 

@@ -73,6 +73,6 @@ def test_bad_input_raises_clear_error(target):
     if target.impl.name not in SHIPPED:
         pytest.skip("error messages are part of the shipped kernels' contract only")
     inputs = target.spec.make_inputs(target.case)
-    for what, bad, word in _bad_inputs(target.op, inputs):
+    for _what, bad, word in _bad_inputs(target.op, inputs):
         with pytest.raises(ContractError, match=word):
             target.impl.fn(*bad.values())

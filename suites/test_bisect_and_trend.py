@@ -1,0 +1,72 @@
+"""``harness bisect`` under ``git bisect run`` names the commit that broke a kernel, and
+``harness compare`` flags a metric that got worse while still inside tolerance."""
+
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from harness.trend import compare_runs, write_trend
+
+GOOD = """from harness.registry import register
+from kernels.mhc.torch import mhc_post_compute
+
+@register("mhc_post", "ext")
+def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+    return mhc_post_compute(x, residual, post_layer_mix, comb_res_mix{extra})
+"""
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_bisect_run_names_the_breaking_commit(tmp_path):
+    repo = tmp_path / "kernels_repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "ci@example.invalid")
+    _git(repo, "config", "user.name", "ci")
+    versions = ["", ", compute_dtype=__import__('torch').float64",
+                ", compute_dtype=__import__('torch').float16", ""]
+    versions[3] = versions[2]
+    commits = []
+    for i, extra in enumerate(versions):
+        (repo / "ext.py").write_text(GOOD.format(extra=extra))
+        (repo / "notes.txt").write_text(f"change {i}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", f"change {i}")
+        commits.append(_git(repo, "rev-parse", "HEAD").strip())
+    _git(repo, "bisect", "start", commits[-1], commits[0])
+    cmd = [sys.executable, "-m", "harness", "bisect", "--ops", "mhc_post", "--impl", "ext",
+           "--impl-module", "ext.py", "--", "-k", "test_matches_reference and T33",
+           "-p", "no:xdist"]
+    out = subprocess.run(["git", "-C", str(repo), "bisect", "run", *cmd], capture_output=True,
+                         text=True, timeout=900)
+    assert f"{commits[2]} is the first bad commit" in out.stdout, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def _frame(max_abs, verdict="pass"):
+    return pd.DataFrame([{"op": "mhc_post", "impl": "triton", "case": "c", "check": "accuracy",
+                          "output": "out", "verdict": verdict, "max_abs": max_abs}])
+
+
+def test_compare_flags_worse_metric_inside_tolerance(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    _frame(1e-3).to_csv(old / "results.csv", index=False)
+    _frame(4e-3).to_csv(new / "results.csv", index=False)
+    assert bool(compare_runs(_frame(1e-3), _frame(4e-3))["regressed"].iloc[0])
+    assert not bool(compare_runs(_frame(1e-3), _frame(1.2e-3))["regressed"].iloc[0])
+    path, worse = write_trend(old, new)
+    assert worse == 1 and "mhc_post" in path.read_text()
+
+
+def test_compare_without_results_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="results"):
+        write_trend(tmp_path, tmp_path)
