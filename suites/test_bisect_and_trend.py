@@ -8,6 +8,8 @@ import sys
 import pandas as pd
 import pytest
 
+from harness.subprocess_env import child_env
+
 from harness.trend import compare_runs, write_trend
 
 GOOD = """from harness.registry import register
@@ -46,7 +48,7 @@ def test_git_bisect_run_names_the_breaking_commit(tmp_path):
            "--impl-module", "ext.py", "--", "-k", "test_matches_reference and T33",
            "-p", "no:xdist"]
     out = subprocess.run(["git", "-C", str(repo), "bisect", "run", *cmd], capture_output=True,
-                         text=True, timeout=900)
+                         text=True, timeout=900, env=child_env())
     assert f"{commits[2]} is the first bad commit" in out.stdout, out.stdout[-4000:] + out.stderr[-2000:]
 
 

@@ -7,6 +7,8 @@ import textwrap
 
 import pytest
 
+from harness.subprocess_env import child_env
+
 GOOD = """
 from harness.registry import register
 from kernels.mhc.torch import mhc_post_compute
@@ -28,7 +30,8 @@ def test_impl_module_verdict(tmp_path, source, verdict):
     cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", "--impl", "ext",
            "--impl-module", str(module), "--output", str(tmp_path / "report"), "--",
            "-k", "test_matches_reference and mhc_post and T7", "-p", "no:xdist"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env=child_env())
     assert proc.returncode == verdict, proc.stdout[-3000:] + proc.stderr[-3000:]
     if verdict != 125:
         assert (tmp_path / "report" / "summary.md").exists()
@@ -38,6 +41,7 @@ def test_impl_module_verdict(tmp_path, source, verdict):
 def test_unknown_impl_name_cannot_test(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness", "run", "--profile", "smoke", "--impl",
                            "no-such-impl", "--output", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=child_env())
     assert proc.returncode == 125, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "no-such-impl" in proc.stderr + proc.stdout

@@ -2,7 +2,6 @@
 decode rows sharing one topk_indices_buffer (the vLLM PR 42810 class)."""
 
 import dataclasses
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from harness.evaluate import evaluate
 from harness.ops import TOPK_OPS
 from harness.registry import implementations
 from harness.specs import Case, get_spec
+from harness.subprocess_env import child_env
 from harness.topk_compare import SENTINEL, compare_topk, guarded_buffer
 
 OPS = TOPK_OPS
@@ -81,6 +81,6 @@ def test_memcheck_clean(op):
     cmd = [tool, "--tool", "memcheck", "--error-exitcode", "99", sys.executable, "-m",
            "harness.sanitize", op, "triton", "64", params]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          env=child_env(PYTHONUNBUFFERED="1"))
     assert proc.returncode == 0, f"memcheck exit {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
     assert "ERROR SUMMARY: 0 errors" in proc.stdout + proc.stderr
