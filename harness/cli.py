@@ -63,6 +63,8 @@ def cmd_run(args) -> int:
         pytest_args += ["--impl", name]
     for mod in args.impl_module:
         pytest_args += ["--impl-module", mod]
+    if getattr(args, "ab", None):
+        pytest_args += ["--ab", ",".join(args.ab)]
     if args.device:
         pytest_args += ["--device", args.device]
     if args.workers:
@@ -125,7 +127,7 @@ def cmd_bisect(args) -> int:
     with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:
         run_args = argparse.Namespace(
             profile=args.profile, ops=args.ops, impl=args.impl, impl_module=args.impl_module,
-            device=None, workers=None, output=tmp, compare_to="none",
+            device=None, workers=None, output=tmp, compare_to="none", ab=None,
             pytest_args=["-x", "-q"] + list(args.pytest_args))
         code = cmd_run(run_args)
     print({EXIT_GOOD: "bisect verdict: good", EXIT_BAD: "bisect verdict: bad"}.get(
@@ -165,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--impl", action="append", default=[], help="only these implementations")
     run.add_argument("--impl-module", action="append", default=[],
                      help="module or .py file registering extra implementations")
+    run.add_argument("--ab", nargs=2, metavar=("A", "B"),
+                     help="A/B mode: compare implementation B with A across the sweep")
     run.add_argument("--device", choices=["cuda", "cpu"])
     run.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. auto)")
     run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")

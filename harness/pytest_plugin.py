@@ -58,6 +58,8 @@ def pytest_addoption(parser):
                          "serves as ground truth")
     group.addoption("--impl-module", action="append", default=[],
                     help="import this module or .py file first, so it can register implementations")
+    group.addoption("--ab", default=None,
+                    help="A,B: compare implementation B with A (and both with the reference)")
     group.addoption("--device", default=None, help="cuda or cpu (default: cuda when present)")
     group.addoption("--report-dir", default=os.environ.get("HARNESS_REPORT_DIR"),
                     help="write the result rows (CSV, JSON) here at the end of the session")
@@ -92,7 +94,13 @@ def pytest_configure(config):
     from harness.ops import OP_NAMES
 
     known = {name for op in OP_NAMES for name in records(op)}
-    unknown = sorted(set(config.getoption("impl") or []) - known)
+    wanted = set(config.getoption("impl") or [])
+    if config.getoption("ab"):
+        pair = config.getoption("ab").split(",")
+        if len(pair) != 2 or not all(pair):
+            raise pytest.UsageError(f"--ab wants two names, A,B; got {config.getoption('ab')!r}")
+        wanted |= set(pair)
+    unknown = sorted(wanted - known)
     if unknown:
         raise pytest.UsageError(
             f"--impl {', '.join(unknown)}: no such implementation is registered (known: "
