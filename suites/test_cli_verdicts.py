@@ -45,3 +45,15 @@ def test_unknown_impl_name_cannot_test(tmp_path):
                           env=child_env())
     assert proc.returncode == 125, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "no-such-impl" in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize("source,verdict", [(GOOD, 0), (BAD, 1)], ids=["same", "drifted"])
+def test_ab_mode_verdict(tmp_path, source, verdict):
+    module = tmp_path / "build_b.py"
+    module.write_text(textwrap.dedent(source))
+    cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", "--ab", "torch", "ext",
+           "--impl-module", str(module), "--output", str(tmp_path / "report"), "--",
+           "-k", "test_b_matches_a_and_reference and T7", "-p", "no:xdist"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env=child_env())
+    assert proc.returncode == verdict, proc.stdout[-3000:] + proc.stderr[-3000:]
