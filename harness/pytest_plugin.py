@@ -30,7 +30,7 @@ import pytest
 
 from harness import device as harness_device
 from harness.profiles import Profile, get_profile
-from harness.registry import REFERENCE, Implementation, load_builtins, records
+from harness.registry import Implementation, load_builtins, records
 from harness.results import SESSION
 from harness.specs import Case, OpSpec, get_spec
 
@@ -191,5 +191,3 @@ def pytest_collection_modifyitems(config, items):
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
-
-__all__ = ["Target", "REFERENCE"]

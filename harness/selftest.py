@@ -10,9 +10,8 @@ import pandas as pd
 from harness.detectors import Finding, batch_invariance, config_invariance, poison, precision_growth
 from harness.faults import all_faults
 from harness.profiles import Profile
-from harness.registry import records
+from harness.registry import Implementation, records
 from harness.specs import Case, OpSpec, get_spec
-from harness.registry import Implementation
 
 PARTIAL_TILE_TOKENS = 33
 

@@ -40,10 +40,17 @@ class Case:
         return dataclasses.replace(self, tokens=tokens)
 
 
-def generator(case: Case, salt: int = 0) -> torch.Generator:
-    g = torch.Generator(device="cpu")
-    g.manual_seed((case.seed * 1_000_003 + salt) & 0x7FFF_FFFF_FFFF)
+def generator(case: Case, salt: int = 0, device: str = "cpu") -> torch.Generator:
+    """A generator seeded from the case (seed, token count) and a per-input ``salt``, so every
+    input of every case is reproducible and distinct."""
+    g = torch.Generator(device=device)
+    g.manual_seed((case.seed * 1_000_003 + salt * 7919 + case.tokens) & 0x7FFF_FFFF_FFFF)
     return g
+
+
+class ContractError(ValueError):
+    """A call that breaks an op's argument contract (../shared/spec/ops.md); raised by the
+    shipped kernels with a message naming the argument and the fix."""
 
 
 class OpSpec:

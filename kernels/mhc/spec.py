@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from harness.specs import Case, OpSpec, register_spec
+from harness.specs import Case, OpSpec, generator, register_spec
 from kernels.mhc.torch import (hc_head_compute, mhc_post_compute, mhc_pre_compute, sinkhorn)
 
 HC_MULT = 4
@@ -23,9 +23,7 @@ F64 = torch.float64
 
 
 def _rng(case: Case, salt: int) -> torch.Generator:
-    g = torch.Generator(device=case.device)
-    g.manual_seed((case.seed * 1_000_003 + salt * 7919 + case.tokens) & 0x7FFF_FFFF_FFFF)
-    return g
+    return generator(case, salt, case.device)
 
 
 def _randn(case: Case, salt: int, *shape: int) -> torch.Tensor:

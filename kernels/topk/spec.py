@@ -21,22 +21,16 @@ from __future__ import annotations
 
 import torch
 
-from harness.specs import Case, OpSpec, register_spec
+from harness.specs import Case, OpSpec, generator, register_spec
 from harness.topk_compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
 from kernels.topk.torch import select_into
 from kernels.topk.validate import decode_row_ends
 
 
-def _gen(case: Case, salt: int, device: str = "cpu") -> torch.Generator:
-    g = torch.Generator(device=device)
-    g.manual_seed((case.seed * 1_000_003 + salt * 7919 + case.tokens) & 0x7FFF_FFFF)
-    return g
-
-
 def _logits(case: Case, rows: int, n: int, starts, ends) -> torch.Tensor:
     """Generated on the case's device: decode cases reach 8192 x 131072 logits."""
     dev = case.device
-    g = _gen(case, 1, dev)
+    g = generator(case, 1, dev)
     width = n + (17 if case.param("strided", False) else 0)
     if case.param("data", "random") == "ties":
         bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
@@ -102,7 +96,7 @@ class TopKPrefillSpec(_TopKSpec):
 
     def make_inputs(self, case: Case) -> dict:
         rows, seqs = case.tokens, max(1, min(case.param("seqs", 1), max(case.tokens, 1)))
-        g = _gen(case, 2)
+        g = generator(case, 2)
         cuts = torch.sort(torch.randperm(max(rows - 1, 0), generator=g)[:seqs - 1] + 1).values
         lens = torch.diff(torch.cat([torch.tensor([0]), cuts, torch.tensor([rows])]))
         ctx = torch.randint(0, case.param("n", 4096) // len(lens) + 1, (len(lens),), generator=g)
@@ -133,7 +127,7 @@ class TopKDecodeSpec(_TopKSpec):
             raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of "
                              f"next_n={next_n}")
         batch, n = case.tokens // next_n, case.param("n", 4096)
-        g = _gen(case, 3)
+        g = generator(case, 3)
         seq_lens = torch.randint(next_n, n + 1, (batch,), generator=g, dtype=torch.int32)
         if batch > 1:
             seq_lens[0] = min(n, next_n + 3)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import torch
 
-
-class ContractError(ValueError):
-    pass
+from harness.specs import ContractError  # noqa: F401  (re-exported: raised by these checks)
 
 
 def _want(cond: bool, msg: str) -> None:
