@@ -92,7 +92,9 @@ def unregister(op: str, name: str) -> None:
 
 
 def load_builtins() -> None:
-    """Import the shipped kernels so they register themselves (idempotent)."""
+    """Import the shipped kernels and the vendor adapters so they register (idempotent).
+
+    ``HARNESS_ADAPTERS`` (comma list, or ``none``) limits which vendor adapters load."""
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
@@ -101,6 +103,9 @@ def load_builtins() -> None:
     configure_triton()
     _BUILTINS_LOADED = True
     importlib.import_module("kernels")
+    from harness.adapters import load_all
+
+    load_all()
 
 
 def records(op: str) -> dict[str, Implementation]:

@@ -77,8 +77,11 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
                       table.to_string(float_format=lambda v: f"{v:.2e}"), "```", ""]
     missing = unavailable()
     if missing:
-        lines += ["## Not run here", ""] + [f"- {op}/{name}: {why}"
-                                           for (op, name), why in sorted(missing.items())] + [""]
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for (op, name), why in sorted(missing.items()):
+            grouped.setdefault((name, why), []).append(op)
+        lines += ["## Not run here", ""] + [f"- {name} ({', '.join(ops)}): {why}"
+                                           for (name, why), ops in grouped.items()] + [""]
     env = read_meta(folder).get("environment") or environment()
     lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in env.items()]
     trend = folder / "trend.md"

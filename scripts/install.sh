@@ -10,3 +10,6 @@ fi
 # triton 3.6 (the version on the H100 hosts) needs numpy < 2.4 for its interpreter.
 $PY -m pip install -q "triton==3.6.0" "numpy<2.4" || $PY -m pip install -q triton "numpy<2.4"
 $PY -m pip install -q -e ".[test]"
+# Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter
+# on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
+$PY -m pip install -q --no-deps "liger-kernel==0.8.5"

@@ -1,0 +1,42 @@
+"""Adapters: vendor kernels registered under the spec's op names.
+
+One module per vendor package; each maps the package's own calling convention onto the
+contract of ``shared/spec/ops.md`` and nothing else (no casts that would change the precision
+the kernel computes in). ``load_all`` is called with the built-in kernels, so every backend the
+machine has is compared; a package that is missing is recorded as unavailable with the reason
+and the install hint, and the run summary lists it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from harness.adapters.base import Adapter, register_adapter
+
+ADAPTER_MODULES = ("vllm", "aiter", "tilelang", "deepgemm", "liger")
+
+
+def selected() -> tuple[str, ...]:
+    """Adapter names to load: all, or those named in ``HARNESS_ADAPTERS`` (``none`` for none)."""
+    wanted = os.environ.get("HARNESS_ADAPTERS", "").strip()
+    if not wanted:
+        return ADAPTER_MODULES
+    names = tuple(n.strip() for n in wanted.split(",") if n.strip() and n.strip() != "none")
+    unknown = sorted(set(names) - set(ADAPTER_MODULES))
+    if unknown:
+        raise ValueError(f"HARNESS_ADAPTERS names unknown adapter(s) {unknown}; "
+                         f"choose from {', '.join(ADAPTER_MODULES)} or 'none'")
+    return names
+
+
+def adapters() -> list[Adapter]:
+    return [importlib.import_module(f"harness.adapters.{name}").ADAPTER for name in selected()]
+
+
+def load_all() -> dict[str, str]:
+    """Register every adapter; returns adapter name -> status line."""
+    return {a.name: register_adapter(a) for a in adapters()}
+
+
+__all__ = ["Adapter", "ADAPTER_MODULES", "adapters", "load_all", "register_adapter"]

@@ -1,0 +1,70 @@
+"""What an adapter is, and how one is registered.
+
+An adapter is split in two so that its argument mapping is testable without the package:
+``discover()`` imports the vendor package and returns a namespace of its entry points
+(raising if the package is absent); ``bind(api)`` turns such a namespace into harness-contract
+functions. The stand-in tests hand ``bind`` a namespace of functions with the vendor's exact
+call signatures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Callable
+
+from harness.registry import Implementation, add, register_unavailable
+
+
+@dataclasses.dataclass(frozen=True)
+class Adapter:
+    name: str
+    package: str
+    install_hint: str
+    ops: dict[str, tuple[str, ...]]
+    """Implementation name -> the ops it provides when the package has them."""
+    discover: Callable[[], Any]
+    bind: Callable[[Any], dict[str, dict[str, Callable]]]
+    """api -> {implementation name: {op: harness-contract function}}; ops the api lacks are left out."""
+
+
+def namespace(**entries: Any) -> types.SimpleNamespace:
+    """An api namespace without the entries that are None (absent in this package version)."""
+    return types.SimpleNamespace(**{k: v for k, v in entries.items() if v is not None})
+
+
+def entry(module: Any, *path: str) -> Any:
+    """``module.a.b`` or None when any part of the path is missing."""
+    obj = module
+    for part in path:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def register_adapter(adapter: Adapter, api: Any = None) -> str:
+    """Register what the package provides; record everything else as unavailable, with why."""
+    if api is None:
+        try:
+            api = adapter.discover()
+        except Exception as exc:  # ImportError, or a package that imports but cannot initialise
+            reason = (f"{adapter.package} is not usable here ({type(exc).__name__}: {exc}); "
+                      f"{adapter.install_hint}")
+            for impl_name, ops in adapter.ops.items():
+                for op in ops:
+                    register_unavailable(op, impl_name, reason)
+            return f"unavailable: {reason}"
+    bound = adapter.bind(api)
+    count = 0
+    for impl_name, ops in adapter.ops.items():
+        fns = bound.get(impl_name, {})
+        for op in ops:
+            if op in fns:
+                add(Implementation(op=op, name=impl_name, fn=fns[op],
+                                   source=f"harness.adapters.{adapter.name}"), replace=True)
+                count += 1
+            else:
+                register_unavailable(op, impl_name, f"{adapter.package} is installed but has no "
+                                     f"entry point for {op} in this version")
+    return f"registered {count} implementation(s)"
