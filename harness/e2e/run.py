@@ -1,0 +1,190 @@
+"""``harness e2e``: GSM8K per concurrency level against a served model, judged and reported.
+
+Each level's results are saved as soon as it finishes (``levels/c<N>.json``); a rerun with the
+same settings into the same folder resumes from them. A level that fails (server died, lm-eval
+failed, malformed output) is kept as an ``error`` record with the cause and the server log
+tail; when the server is gone, the remaining levels are errors too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+import platform
+from typing import Any
+
+import pandas as pd
+
+from harness.e2e import data, golden as golden_mod, lmeval, server as server_mod
+from harness.e2e.judge import judge_level, worst
+
+DEFAULT_LEVELS = (1, 8, 32, 128)
+
+
+@dataclasses.dataclass
+class E2EConfig:
+    output: pathlib.Path
+    levels: tuple[int, ...] = DEFAULT_LEVELS
+    base_url: str | None = None
+    server_cmd: list[str] | None = None
+    server_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    server_kind: str = "command"
+    model: str | None = None
+    golden: str | None = None
+    limit: int | None = None
+    num_fewshot: int = 5
+    gen_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    data_dir: str | None = None
+    ready_timeout: float = 600.0
+    level_timeout: float = 7200.0
+    request_timeout: float = 600.0
+    kernel_settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hardware: str = ""
+
+    def fingerprint(self) -> str:
+        """What must match for saved levels to be reused."""
+        key = json.dumps([self.base_url, self.server_cmd, self.server_env, self.model, self.limit,
+                          self.num_fewshot, self.gen_kwargs, self.kernel_settings], sort_keys=True,
+                         default=str)
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _level_path(out: pathlib.Path, level: int) -> pathlib.Path:
+    return out / "levels" / f"c{level}.json"
+
+
+def _saved(out: pathlib.Path, level: int, fingerprint: str) -> dict | None:
+    path = _level_path(out, level)
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    if saved.get("fingerprint") != fingerprint or saved.get("error"):
+        return None
+    return saved
+
+
+def _progress(levels, todo):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return levels
+    return tqdm(levels, desc="E2E levels", unit="level", total=len(levels),
+                initial=len(levels) - len(todo))
+
+
+def _server(cfg: E2EConfig):
+    if cfg.base_url:
+        return server_mod.attach(cfg.base_url, cfg.model)
+    if not cfg.server_cmd:
+        raise ValueError("give --base-url of a running server or a server to launch "
+                         "(--smollm, --gguf, --vllm-model or -- CMD ARG...)")
+    return server_mod.launch(cfg.server_cmd, cfg.output / "server.log", env=cfg.server_env,
+                             ready_timeout=cfg.ready_timeout)
+
+
+def run_levels(cfg: E2EConfig, meta: dict) -> list[dict]:
+    folder = data.locate(cfg.data_dir)
+    task_dir = data.write_task(folder, cfg.output / "task", cfg.num_fewshot)
+    fp = cfg.fingerprint()
+    results = {lv: _saved(cfg.output, lv, fp) for lv in cfg.levels}
+    todo = [lv for lv in cfg.levels if results[lv] is None]
+    if todo:
+        try:
+            with _server(cfg) as srv:
+                meta["served_model"] = srv.model
+                dead = None
+                for level in _progress(todo, todo):
+                    if dead:
+                        results[level] = {"level": level, "error": dead}
+                        continue
+                    results[level] = _one_level(cfg, srv, level, task_dir, fp)
+                    if results[level].get("error") and not srv.alive():
+                        dead = f"server died during level {level}: {results[level]['error']}"
+        except (server_mod.ServerError, OSError) as exc:
+            for level in todo:
+                if results[level] is None:
+                    results[level] = {"level": level, "error": f"server: {exc}"}
+    return [results[lv] for lv in cfg.levels]
+
+
+def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, fp: str) -> dict:
+    out = cfg.output / "lm_eval" / f"c{level}"
+    argv = lmeval.command(srv.base_url, srv.model, level, task_dir, out, cfg.limit,
+                          cfg.gen_kwargs, cfg.request_timeout)
+    try:
+        srv.check()
+        res = {"level": level, **lmeval.run_level(argv, out, cfg.level_timeout)}
+    except (lmeval.LmEvalError, server_mod.ServerError) as exc:
+        cause = str(exc)
+        if srv.log is not None:
+            cause += f"\nserver log tail ({srv.log}):\n{server_mod.log_tail(srv.log)}"
+        if not srv.alive():
+            cause = f"server exited with code {srv.process.returncode}. " + cause
+        res = {"level": level, "error": cause}
+    res["fingerprint"] = fp
+    path = _level_path(cfg.output, level)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=1))
+    return res
+
+
+def metadata(cfg: E2EConfig) -> dict:
+    import lm_eval
+
+    folder = data.locate(cfg.data_dir)
+    return {
+        "model": cfg.model or (cfg.server_cmd and _model_from_cmd(cfg.server_cmd)) or "",
+        "server": {"kind": cfg.server_kind, "command": cfg.server_cmd, "base_url": cfg.base_url,
+                   "env": cfg.server_env},
+        "kernel_settings": cfg.kernel_settings,
+        "hardware": cfg.hardware or f"{platform.machine()} {platform.node()}",
+        "task": {"name": "gsm8k", "num_fewshot": cfg.num_fewshot, "limit": cfg.limit,
+                 "gen_kwargs": cfg.gen_kwargs, "test_sha256": data.test_split_sha256(folder)},
+        "levels": list(cfg.levels), "golden": cfg.golden, "run_dir": str(cfg.output),
+        "lm_eval_version": getattr(lm_eval, "__version__", "?"),
+    }
+
+
+def _model_from_cmd(cmd: list[str]) -> str:
+    for flag in ("--model",):
+        if flag in cmd and cmd.index(flag) + 1 < len(cmd):
+            return pathlib.Path(cmd[cmd.index(flag) + 1]).name
+    return cmd[2] if len(cmd) > 2 and cmd[:2] == ["vllm", "serve"] else ""
+
+
+def check_golden_matches(gold: dict, cfg: E2EConfig) -> None:
+    shots = gold["task"]["num_fewshot"]
+    if shots != cfg.num_fewshot:
+        raise golden_mod.GoldenError(
+            f"golden {gold['name']} was measured {shots}-shot but this run is "
+            f"{cfg.num_fewshot}-shot; rerun with --num-fewshot {shots}")
+
+
+def run(cfg: E2EConfig) -> dict:
+    """Run (or resume) every level, judge them, write the report; returns the summary dict."""
+    cfg.output.mkdir(parents=True, exist_ok=True)
+    gold = golden_mod.load(cfg.golden) if cfg.golden else None
+    if gold is not None:
+        check_golden_matches(gold, cfg)
+    meta = metadata(cfg)
+    levels = run_levels(cfg, meta)
+    ok = [r for r in levels if not r.get("error")]
+    lowest = min(ok, key=lambda r: r["level"]) if ok else None
+    judgements = [judge_level(r, gold, lowest) for r in levels]
+    verdict = worst(j.verdict for j in judgements)
+    summary = {"verdict": verdict, "meta": meta,
+               "golden": {k: gold[k] for k in ("name", "source", "metrics", "judge")} if gold else None,
+               "levels": [{**{k: v for k, v in r.items() if k != "per_question"},
+                           "verdict": j.verdict, "reasons": j.reasons,
+                           "min_detectable_drop": j.min_detectable_drop}
+                          for r, j in zip(levels, judgements)],
+               "tests": [t for j in judgements for t in j.tests]}
+    (cfg.output / "e2e.json").write_text(json.dumps(summary, indent=1, default=str))
+    changes = pd.DataFrame([c for j in judgements for c in j.changes])
+    changes.to_csv(cfg.output / "per_question_diff.csv", index=False)
+    from harness.e2e.report import write_e2e_report
+
+    write_e2e_report(cfg.output, summary, changes)
+    return summary

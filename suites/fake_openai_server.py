@@ -1,0 +1,59 @@
+"""A minimal OpenAI-compatible completions server for the E2E robustness tests.
+
+``python fake_openai_server.py --host H --port P --mode ok|malformed [--die-after N]``:
+answers ``/v1/models``; ``/v1/completions`` returns a fixed GSM8K-style answer (``ok``), a body
+that is not JSON (``malformed``), or exits the process after N completions (``--die-after``).
+"""
+
+import argparse
+import json
+import os
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ANSWER = " 2 + 2 = 4.\n#### 4"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--mode", default="ok", choices=["ok", "malformed"])
+    ap.add_argument("--die-after", type=int, default=0)
+    args = ap.parse_args()
+    served = {"n": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *a):
+            print(fmt % a, flush=True)
+
+        def _send(self, body: bytes, ctype="application/json"):
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._send(json.dumps({"object": "list", "data": [{"id": "fake-model"}]}).encode())
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", 0))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            if args.die_after and served["n"] >= args.die_after:
+                print("fake server: dying as asked", flush=True)
+                os._exit(3)
+            served["n"] += 1
+            if args.mode == "malformed":
+                self._send(b"<html>upstream error</html>", "text/html")
+                return
+            prompts = request.get("prompt")
+            prompts = prompts if isinstance(prompts, list) else [prompts]
+            self._send(json.dumps({"object": "text_completion", "choices": [
+                {"index": i, "text": ANSWER, "finish_reason": "stop"}
+                for i in range(len(prompts))]}).encode())
+
+    ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
