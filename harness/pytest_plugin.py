@@ -15,8 +15,9 @@ Suites declare what they sweep, and this plugin expands it from the active profi
 
 
 Each generated test gets a :class:`Target` (spec, implementation, case) with an id like
-``mhc_pre-T4099-H7168-triton``. Implementations that cannot run here are collected as skips
-that carry the registry's reason, so the report says what was not tested and why.
+``mhc_pre-T4099-H7168-triton``. Implementations that cannot run here (a vendor package that is
+not installed) are left out of the sweep and listed, with the registry's reason, under "Not run
+here" in the report; one named with ``--impl`` is collected as a skip carrying that reason.
 """
 
 from __future__ import annotations
@@ -142,7 +143,12 @@ def pytest_generate_tests(metafunc):
         for name, impl in sorted(records(op).items()):
             if wanted and name not in wanted:
                 continue
-            marks = [] if impl.available else [pytest.mark.skip(reason=f"{op}/{name}: {impl.reason}")]
+            if not impl.available:
+                if name in wanted:
+                    params.append(pytest.param(None, id=f"{op}-{name}", marks=pytest.mark.skip(
+                        reason=f"{op}/{name} cannot run here: {impl.reason}")))
+                continue
+            marks = []
             for hidden in grid["hidden"]:
                 for tokens in grid["tokens"]:
                     for seed, combo in itertools.product(grid["seed"], combos):
@@ -157,6 +163,12 @@ def pytest_generate_tests(metafunc):
         params = [pytest.param(None, marks=pytest.mark.skip(
             reason=f"no implementation of {ops} matches --impl {sorted(wanted)}"))]
     metafunc.parametrize("target", params)
+
+
+@pytest.fixture
+def device(request) -> str:
+    """The device the run targets (``--device``, else CUDA when present, else CPU)."""
+    return request.config.getoption("device") or harness_device.default_device()
 
 
 @pytest.fixture

@@ -26,17 +26,78 @@ padding and uncleaned tails: enough to expose every top-k index-contract and sli
 
 
 def topk_checks(spec: OpSpec, impl: Implementation, profile: Profile, base: Case) -> Finding:
+    return _probe_cases(spec, impl, base, TOPK_PROBES[spec.op], "topk_checks",
+                        "contract, ties and guard bands hold")
+
+
+INDEXER_PROBES = {
+    "fp8_quantize_k": [(37, ()), (9, (("scale_fmt", "ue8m0"),))],
+    "fp8_quantize_q": [(13, (("heads", 4),))],
+    "indexer_k_quant_and_cache": [(70, ()), (20, (("scale_fmt", "ue8m0"),))],
+    "fp8_mqa_logits": [(29, (("heads", 4), ("seqs", 3), ("n", 200))),
+                       (16, (("heads", 8), ("seqs", 1), ("n", 0)))],
+    "fp8_paged_mqa_logits": [(12, (("heads", 4), ("next_n", 2), ("n", 300))),
+                             (7, (("heads", 4), ("n", 130)))],
+}
+"""Small indexer cases: ragged windows with context, a query row that sees a single key, next_n
+draft rows, shuffled block tables over a cache full of garbage bytes."""
+
+STEP_PROBES = [
+    (("batch", 3), ("next_n", 2), ("pad", 2), ("prefill", 9), ("seqs", 2), ("n", 300),
+     ("heads", 4), ("k", 32)),
+    (("batch", 2), ("next_n", 4), ("pad", 1), ("n", 200), ("heads", 4), ("k", 16),
+     ("data", "exact")),
+]
+"""Mixed prefill + decode with graph padding and next_n > 1; the exact-data step must select the
+reference's top-k up to ties."""
+
+
+def indexer_checks(spec: OpSpec, impl: Implementation, profile: Profile, base: Case) -> Finding:
+    return _probe_cases(spec, impl, base, INDEXER_PROBES[spec.op], "indexer_checks",
+                        "bit-exact quantisation, mask and logits bounds hold")
+
+
+def indexer_step(spec: OpSpec, impl: Implementation, profile: Profile, base: Case) -> Finding:
+    """The whole indexer step with ``impl`` as its ``impl.op`` piece (every other piece from the
+    same implementation name where it exists, else the torch reference)."""
+    from kernels.sparse_indexer.step import STEP_OPS, decode_rows, judge_step, make_step, \
+        reference_step, run_step
+
+    impls = {}
+    for op in STEP_OPS:
+        rec = records(op).get(impl.name)
+        impls[op] = rec.fn if rec is not None and rec.available else records(op)["torch"].fn
+    impls[impl.op] = impl.fn
+    view = getattr(impl.fn, "step_decode_view", decode_rows)
+    rows, problems = [], []
+    for params in STEP_PROBES:
+        case = Case("fp8_paged_mqa_logits", 0, 0, base.seed, base.device, params)
+        batch = make_step(case)
+        try:
+            row = judge_step(batch, run_step(batch, impls, decode_view=view), reference_step(batch))
+        except Exception as exc:  # a crash of the step is a finding, not a pass
+            row = {"passed": False, "detail": f"step raised {type(exc).__name__}: {exc}"}
+        rows.append({"op": impl.op, "impl": impl.name, "case": case.id, "check": "indexer_step",
+                     "output": "topk_indices_buffer", **row,
+                     "verdict": "pass" if row["passed"] else "fail"})
+        if not row["passed"]:
+            problems.append(f"{case.id}: {row['detail']}")
+    message = "; ".join(problems) if problems else "step selects the top-k, padding rows -1, guards intact"
+    return Finding("indexer_step", impl.op, impl.name, not problems, message, rows)
+
+
+def _probe_cases(spec, impl, base, probes, check, ok_message) -> Finding:
     from harness.evaluate import evaluate
 
     rows, problems = [], []
-    for tokens, params in TOPK_PROBES[spec.op]:
+    for tokens, params in probes:
         ev = evaluate(spec, impl, Case(spec.op, tokens, 0, base.seed, base.device, params),
-                      check="topk_checks")
+                      check=check)
         rows += ev.rows
         if not ev.passed:
             problems.append(f"{ev.case.id}: {ev.failures()}")
-    message = "; ".join(problems) if problems else "contract, ties and guard bands hold"
-    return Finding("topk_checks", spec.op, impl.name, not problems, message, rows)
+    return Finding(check, spec.op, impl.name, not problems,
+                   "; ".join(problems) if problems else ok_message, rows)
 
 
 RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] = {
@@ -49,6 +110,8 @@ RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] =
     "config_invariance": lambda spec, impl, prof, base: config_invariance.check(
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
     "topk_checks": topk_checks,
+    "indexer_checks": indexer_checks,
+    "indexer_step": indexer_step,
 }
 
 

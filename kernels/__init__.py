@@ -1,3 +1,3 @@
 """Shipped kernels: one package per op family, one module per backend (torch = reference)."""
 
-from kernels import mhc, topk  # noqa: F401
+from kernels import mhc, sparse_indexer, topk  # noqa: F401

@@ -28,3 +28,29 @@ def dot_bf16(a, b, acc, INTERPRETED: tl.constexpr):
     if INTERPRETED:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
     return tl.dot(a, b, acc)
+
+
+@triton.jit
+def round_to_e4m3(x):
+    """fp32 -> the nearest float8 e4m3fn value (ties to even), still as fp32, for |x| <= 448.
+
+    The interpreter's fp8 cast rounds ties away from zero (1.0625 -> 1.125); this rounds on the
+    exponent and an exact power-of-two rescale instead, identical on GPU and CPU, so the final
+    ``.to(tl.float8e4nv)`` only ever sees representable values.
+    """
+    bits = x.to(tl.int32, bitcast=True)
+    exp = tl.maximum(((bits >> 23) & 0xFF) - 127, -6)
+    quantum = ((exp - 3 + 127) << 23).to(tl.float32, bitcast=True)
+    inv_quantum = ((3 - exp + 127) << 23).to(tl.float32, bitcast=True)
+    y = tl.abs(x) * inv_quantum
+    r = (y + 12582912.0) - 12582912.0
+    return tl.where(x < 0, -r, r) * quantum
+
+
+@triton.jit
+def pow2_ceil(x):
+    """2**ceil(log2(x)) for positive normal fp32 ``x``, exactly."""
+    bits = x.to(tl.int32, bitcast=True)
+    exp = (bits >> 23) & 0xFF
+    exp = tl.where((bits & 0x7FFFFF) != 0, exp + 1, exp)
+    return (exp << 23).to(tl.float32, bitcast=True)

@@ -34,6 +34,6 @@ def fault(name: str, op: str, bug_class: str, detector: str):
 
 
 def all_faults() -> list[Fault]:
-    from harness.faults import mhc, topk  # noqa: F401
+    from harness.faults import indexer, mhc, topk  # noqa: F401
 
     return list(FAULTS)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from harness.batches import decode_seq_lens, ragged_prefill
 from harness.specs import Case, OpSpec, generator, register_spec
 from harness.topk_compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
 from kernels.topk.torch import select_into
@@ -95,19 +96,9 @@ class TopKPrefillSpec(_TopKSpec):
     token_args = ("logits", "row_starts", "row_ends")
 
     def make_inputs(self, case: Case) -> dict:
-        rows, seqs = case.tokens, max(1, min(case.param("seqs", 1), max(case.tokens, 1)))
-        g = generator(case, 2)
-        cuts = torch.sort(torch.randperm(max(rows - 1, 0), generator=g)[:seqs - 1] + 1).values
-        lens = torch.diff(torch.cat([torch.tensor([0]), cuts, torch.tensor([rows])]))
-        ctx = torch.randint(0, case.param("n", 4096) // len(lens) + 1, (len(lens),), generator=g)
-        starts, ends, key_start = [], [], 0
-        for length, c in zip(lens.tolist(), ctx.tolist()):
-            pos = torch.arange(length)
-            starts.append(torch.full((length,), key_start))
-            ends.append(key_start + c + pos + 1)
-            key_start += c + length
-        starts = torch.cat(starts).int() if starts else torch.zeros(0, dtype=torch.int32)
-        ends = torch.cat(ends).int() if ends else torch.zeros(0, dtype=torch.int32)
+        rows = case.tokens
+        batch = ragged_prefill(rows, case.param("seqs", 1), case.param("n", 4096), generator(case, 2))
+        starts, ends, key_start = batch.starts, batch.ends, batch.num_keys
         logits = _logits(case, rows, max(key_start, 1), starts, ends)
         return self._make(case, {"logits": logits, "row_starts": starts.to(case.device),
                                  "row_ends": ends.to(case.device)})
@@ -127,10 +118,7 @@ class TopKDecodeSpec(_TopKSpec):
             raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of "
                              f"next_n={next_n}")
         batch, n = case.tokens // next_n, case.param("n", 4096)
-        g = generator(case, 3)
-        seq_lens = torch.randint(next_n, n + 1, (batch,), generator=g, dtype=torch.int32)
-        if batch > 1:
-            seq_lens[0] = min(n, next_n + 3)
+        seq_lens = decode_seq_lens(batch, next_n, n, generator(case, 3))
         ends = decode_row_ends(seq_lens, next_n, case.tokens).int()
         logits = _logits(case, case.tokens, n, torch.zeros_like(ends), ends)
         return self._make(case, {"logits": logits, "next_n": next_n,

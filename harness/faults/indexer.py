@@ -1,0 +1,73 @@
+"""Seeded faults of the sparse-attention indexer: window and mask slips, the relu moved past
+the head sum, a paged kernel that assumes a contiguous cache, and the PR 42810 decode slice."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.faults import fault
+from harness.registry import Implementation
+from kernels.sparse_indexer import torch as ref
+from kernels.sparse_indexer.spec import BLOCK_SIZE
+from kernels.sparse_indexer.step import StepBatch
+
+
+def _impl(op, name, fn) -> Implementation:
+    return Implementation(op=op, name=name, fn=fn, source=__name__)
+
+
+@fault("window_end_inclusive", "fp8_mqa_logits", "index contract", "indexer_checks")
+def window_end_inclusive(threshold: int) -> Implementation:
+    """Treats ``cu_seqlen_ke`` as inclusive: every query sees one key too many."""
+    def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+        ke = torch.clamp(cu_seqlen_ke + 1, max=kv[0].shape[0]).int()
+        return ref.fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, ke)
+    return _impl("fp8_mqa_logits", "fault-window-end-inclusive", mqa)
+
+
+@fault("relu_after_head_sum", "fp8_mqa_logits", "wrong math", "indexer_checks")
+def relu_after_head_sum(threshold: int) -> Implementation:
+    """``relu(sum_h w * s)`` instead of ``sum_h w * relu(s)``."""
+    def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+        k, scale = kv
+        score = torch.einsum("mhd,nd->mhn", q.float(), k.float()) * scale.reshape(-1)
+        logits = (score * weights[:, :, None]).sum(dim=1).relu()
+        cols = torch.arange(k.shape[0], device=q.device)
+        visible = (cols[None, :] >= cu_seqlen_ks[:, None]) & (cols[None, :] < cu_seqlen_ke[:, None])
+        return logits.masked_fill(~visible, float("-inf"))
+    return _impl("fp8_mqa_logits", "fault-relu-after-head-sum", mqa)
+
+
+@fault("block_tables_ignored", "fp8_paged_mqa_logits", "out-of-bounds read", "indexer_checks")
+def block_tables_ignored(threshold: int) -> Implementation:
+    """Assumes each request's blocks are contiguous in the cache, in request order."""
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        need = (context_lens.long() + BLOCK_SIZE - 1) // BLOCK_SIZE
+        first = torch.cumsum(need, 0) - need
+        cols = torch.arange(block_tables.shape[1], device=block_tables.device)
+        contiguous = (first[:, None] + cols[None, :]).clamp_max(kv_cache.shape[0] - 1).int()
+        return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, contiguous,
+                                        max_model_len)
+    return _impl("fp8_paged_mqa_logits", "fault-block-tables-ignored", paged)
+
+
+def _decode_rows_real_count(buffer: torch.Tensor, b: StepBatch):
+    return buffer[:b.num_decode], b.num_padded_decode
+
+
+@fault("decode_slice_real_count", "top_k_per_row_decode", "out-of-bounds write", "indexer_step")
+def decode_slice_real_count(threshold: int) -> Implementation:
+    """The indexer step slices the decode part of ``topk_indices_buffer`` with the real decode
+    token count while the top-k (and the reshape after it) use the padded count (PR 42810)."""
+    impl = _impl("top_k_per_row_decode", "fault-decode-slice-real-count",
+                 ref_topk_decode())
+    impl.fn.step_decode_view = _decode_rows_real_count
+    return impl
+
+
+def ref_topk_decode():
+    from kernels.topk import torch as topk_ref
+
+    def decode(*args):
+        return topk_ref.top_k_per_row_decode(*args)
+    return decode

@@ -1,0 +1,302 @@
+"""Op specs of the sparse-attention indexer: fp8 quantisation, the K cache, MQA logits.
+
+Inputs model DeepSeek-V3.2's indexer: head_dim 128, 64 heads (``heads`` param), K and Q
+activations ~ N(0, 1) with per-token scales spread over ~e^{+-1} and a few outlier channels,
+mixed-sign head weights (so relu-before-the-head-sum matters), a ragged prefill batch
+(``seqs``, ``n`` as for top-k) and a paged decode batch (``next_n``, ``n`` max context,
+``shuffled`` block tables, unused cache slots and spare blocks full of garbage bytes, including
+fp8 NaN patterns, which a correct kernel never lets into a visible logit).
+
+Comparisons:
+- quantised values, scales and the whole cache: bit-exact (RTNE of x / scale is deterministic),
+  except that an fp8 -0 equals +0;
+- logits: the ``-inf`` pattern (the visibility mask) exactly, and every finite value within
+  ``(head_dim + heads + 8) * 2**-24 * bound``, where ``bound = sum_h |w| sum_d |q k| * k_scale``
+  (float64). The inputs are fp8 already, so every product is exact in fp32 and the only error an
+  implementation may add is fp32 rounding: at most ``head_dim`` roundings in the dot product,
+  one for the scale, one for the weight, ``heads`` in the head sum; the standard bound
+  ``|fl(sum) - sum| <= n * u * sum |terms|`` with ``u = 2**-24`` gives the factor, with 8 to
+  spare. bf16 products (2**-8) or a relu in the wrong place are orders of magnitude beyond it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.batches import decode_seq_lens, ragged_prefill
+from harness.specs import Case, ContractViolation, OpSpec, generator, register_spec
+from kernels.sparse_indexer import torch as ref
+from kernels.sparse_indexer.validate import FP8, SCALE_BYTES
+
+HEAD_DIM = 128
+HEADS = 64
+BLOCK_SIZE = 64
+U32 = 2.0 ** -24
+TIES = (448.0, 1.0625, 1.1875, 17.0, -1.0625, 0.001953125, 0.0029296875, 304.0, -0.0048828125)
+"""A row whose scale is exactly 1 (amax 448): values halfway between two e4m3 neighbours, the
+smallest subnormal and a subnormal tie, so round-half-even is checked, not just rounding."""
+
+
+def _activations(case: Case, salt: int, *shape: int) -> torch.Tensor:
+    g = generator(case, salt, case.device)
+    x = torch.randn(*shape, generator=g, device=case.device)
+    x = x * torch.exp(torch.randn(*shape[:-1], 1, generator=g, device=case.device))
+    x[..., :3] *= 8.0
+    return x.to(torch.bfloat16)
+
+
+NEG_ZERO_FP8 = 0x80
+
+
+def _bytes(t: torch.Tensor, fp8_region: int | None) -> torch.Tensor:
+    """Bytes to compare, with fp8 -0 (0x80) read as +0: RTNE(x / scale) of a tiny negative x is
+    a signed zero, and the sign of a zero logit term is not part of the contract."""
+    raw = t.contiguous().view(torch.uint8)
+    if fp8_region is None:
+        return raw
+    flat = raw.reshape(raw.shape[0], -1).clone() if raw.numel() else raw.clone()
+    region = flat[..., :fp8_region] if fp8_region >= 0 else flat
+    region.masked_fill_(region == NEG_ZERO_FP8, 0)
+    return flat
+
+
+def _exact_row(name: str, out: torch.Tensor, ref_t: torch.Tensor, dtype: torch.dtype,
+               fp8_region: int | None = None) -> dict:
+    row = {"output": name, "shape": tuple(out.shape), "dtype": str(out.dtype).replace("torch.", "")}
+    if tuple(out.shape) != tuple(ref_t.shape) or out.dtype != dtype:
+        return {**row, "passed": False,
+                "detail": f"got {out.dtype} {tuple(out.shape)}, contract {dtype} {tuple(ref_t.shape)}"}
+    a, b = _bytes(out, fp8_region), _bytes(ref_t, fp8_region)
+    bad = int((a != b).sum())
+    diff = (out.double() - ref_t.double()).abs()
+    finite = torch.isfinite(diff)
+    return {**row, "passed": bad == 0, "mismatch_frac": bad / max(a.numel(), 1),
+            "max_abs": float(diff[finite].max()) if bool(finite.any()) else 0.0,
+            "detail": f"{bad} of {a.numel()} bytes differ from the reference (must be bit-exact)"
+            if bad else ""}
+
+
+def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, terms: int) -> dict:
+    row = {"output": "logits", "shape": tuple(out.shape), "dtype": str(out.dtype).replace("torch.", "")}
+    if tuple(out.shape) != tuple(expect.shape) or out.dtype != torch.float32:
+        return {**row, "passed": False, "detail": f"got {out.dtype} {tuple(out.shape)}, contract "
+                f"float32 {tuple(expect.shape)}"}
+    out_ninf, ref_ninf = torch.isneginf(out), torch.isneginf(expect)
+    nan, posinf = int(torch.isnan(out).sum()), int(torch.isposinf(out).sum())
+    mask_bad = int((out_ninf != ref_ninf).sum())
+    vis = ~ref_ninf & torch.isfinite(out)
+    err = (out[vis].double() - expect[vis].double()).abs()
+    allowed = terms * U32 * bound[vis]
+    over = int((err > allowed).sum())
+    ratio = float((err / (bound[vis] * U32).clamp_min(1e-300)).max()) if err.numel() else 0.0
+    problems = [f"{nan} NaN"] if nan else []
+    problems += [f"{posinf} +inf"] if posinf else []
+    problems += [f"-inf pattern differs at {mask_bad} cells (visibility mask)"] if mask_bad else []
+    problems += [f"{over} visible logits beyond {terms} fp32 roundings of their magnitude "
+                 f"(worst {ratio:.0f})"] if over else []
+    return {**row, "passed": not problems, "max_abs": float(err.max()) if err.numel() else 0.0,
+            "max_err_in_u_bound": ratio, "mask_mismatch": mask_bad, "nan_count": nan,
+            "mismatch_frac": (over + mask_bad) / max(out.numel(), 1), "detail": "; ".join(problems)}
+
+
+class QuantizeKSpec(OpSpec):
+    op = "fp8_quantize_k"
+    outputs = ("values", "scale")
+    output_dtypes = {"values": FP8, "scale": torch.float32}
+    token_args = ("k",)
+
+    def make_inputs(self, case: Case) -> dict:
+        k = _activations(case, 1, case.tokens, HEAD_DIM)
+        if case.tokens >= 4:
+            k[0] = 0
+            k[1] *= 1e4
+            k[2] *= 1e-5
+            k[3] = 0
+            k[3, :len(TIES)] = torch.tensor(TIES, device=k.device)
+        return {"k": k, "scale_fmt": case.param("scale_fmt")}
+
+    def _reference(self, inputs):
+        values, scale = ref.quantize_rows(inputs["k"], inputs["scale_fmt"])
+        return {"values": values, "scale": scale}
+
+    def compare(self, outputs, expect):
+        return [_exact_row(n, outputs[n], expect[n], self.output_dtypes[n],
+                           -1 if self.output_dtypes[n] == FP8 else None) for n in self.outputs]
+
+
+class QuantizeQSpec(QuantizeKSpec):
+    op = "fp8_quantize_q"
+    outputs = ("values", "weights")
+    output_dtypes = {"values": FP8, "weights": torch.float32}
+    token_args = ("q", "weights")
+
+    def make_inputs(self, case: Case) -> dict:
+        heads = case.param("heads", HEADS)
+        q = _activations(case, 2, case.tokens, heads, HEAD_DIM)
+        w = torch.randn(case.tokens, heads, generator=generator(case, 3, case.device),
+                        device=case.device)
+        return {"q": q, "weights": w, "softmax_scale": HEAD_DIM ** -0.5}
+
+    def _reference(self, inputs):
+        values, scale = ref.quantize_rows(inputs["q"], "ue8m0")
+        c = float(inputs["softmax_scale"]) * inputs["q"].shape[1] ** -0.5
+        return {"values": values, "weights": inputs["weights"] * scale * c}
+
+
+def _garbage_cache(case: Case, num_blocks: int) -> torch.Tensor:
+    g = generator(case, 9, case.device)
+    return torch.randint(0, 256, (num_blocks, BLOCK_SIZE, 1, HEAD_DIM + SCALE_BYTES),
+                         generator=g, device=case.device, dtype=torch.uint8)
+
+
+class QuantAndCacheSpec(OpSpec):
+    """Writes through ``slot_mapping`` into a cache of garbage bytes: the whole cache must equal
+    the reference's, so a write to a wrong slot, a -1 slot, or the wrong half of a block fails."""
+    op = "indexer_k_quant_and_cache"
+    outputs = ("kv_cache",)
+    output_dtypes = {"kv_cache": torch.uint8}
+    token_args = ("k", "slot_mapping")
+
+    def make_inputs(self, case: Case) -> dict:
+        t = case.tokens
+        num_blocks = t // BLOCK_SIZE + 3
+        g = generator(case, 4, case.device)
+        slots = torch.randperm(num_blocks * BLOCK_SIZE, generator=g, device=case.device)[:t]
+        if t >= 4:
+            slots[torch.randperm(t, generator=g, device=case.device)[:max(1, t // 8)]] = -1
+        return {"k": _activations(case, 5, t, HEAD_DIM), "kv_cache": _garbage_cache(case, num_blocks),
+                "slot_mapping": slots.long(), "quant_block_size": HEAD_DIM,
+                "scale_fmt": case.param("scale_fmt")}
+
+    def run(self, fn, inputs, **knobs):
+        cache = inputs["kv_cache"].clone()
+        result = fn(*{**inputs, "kv_cache": cache}.values(), **knobs)
+        if result is not None and not isinstance(result, torch.Tensor):
+            raise ContractViolation(f"{self.op} writes in place and returns None, got {type(result)}")
+        return {"kv_cache": cache}
+
+    def reference(self, inputs):
+        cache = inputs["kv_cache"].clone()
+        ref.indexer_k_quant_and_cache(*{**inputs, "kv_cache": cache}.values())
+        return {"kv_cache": cache}
+
+    def compare(self, outputs, expect):
+        return [_exact_row("kv_cache", outputs["kv_cache"], expect["kv_cache"], torch.uint8,
+                           BLOCK_SIZE * HEAD_DIM)]
+
+
+def quantized_q(case: Case, rows: int, heads: int):
+    q = _activations(case, 6, rows, heads, HEAD_DIM)
+    w = torch.randn(rows, heads, generator=generator(case, 7, case.device), device=case.device)
+    values, scale = ref.quantize_rows(q, "ue8m0")
+    return values, w * scale * (HEAD_DIM ** -0.5 * heads ** -0.5)
+
+
+class MqaLogitsSpec(OpSpec):
+    op = "fp8_mqa_logits"
+    outputs = ("logits",)
+    output_dtypes = {"logits": torch.float32}
+    token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
+
+    def make_inputs(self, case: Case) -> dict:
+        heads = case.param("heads", HEADS)
+        batch = ragged_prefill(case.tokens, case.param("seqs", 1), case.param("n", 1024),
+                               generator(case, 8))
+        k = _activations(case, 10, max(batch.num_keys, 1), HEAD_DIM)
+        k_fp8, k_scale = ref.quantize_rows(k, None)
+        q, w = quantized_q(case, case.tokens, heads)
+        return {"q": q, "kv": (k_fp8, k_scale), "weights": w,
+                "cu_seqlen_ks": batch.starts.to(case.device), "cu_seqlen_ke": batch.ends.to(case.device)}
+
+    def terms(self, inputs) -> int:
+        return inputs["q"].shape[-1] + inputs["q"].shape[-2] + 8
+
+    def reference(self, inputs):
+        args = (inputs["q"], inputs["kv"][0], inputs["kv"][1], inputs["weights"],
+                inputs["cu_seqlen_ks"], inputs["cu_seqlen_ke"])
+        return {"logits": _f64_logits(*args), "_bound": ref.mqa_bound(*args)}
+
+    def refine_reference(self, inputs, outputs, expect):
+        return {**expect, "_terms": self.terms(inputs)}
+
+    def compare(self, outputs, expect):
+        return [logits_row(outputs["logits"], expect["logits"], expect["_bound"], expect["_terms"])]
+
+
+def _f64_logits(q, k, k_scale, weights, ks, ke) -> torch.Tensor:
+    """float64 logits (the float32 result of ``mqa_logits`` would round the ground truth)."""
+    m, n = q.shape[0], k.shape[0]
+    out = torch.full((m, n), float("-inf"), dtype=torch.float64, device=q.device)
+    if m == 0 or n == 0:
+        return out
+    kf, sf, wf = k.double(), k_scale.reshape(-1).double(), weights.double()
+    cols = torch.arange(n, device=q.device)
+    chunk = max(1, (1 << 25) // max(1, n * q.shape[1]))
+    for r0 in range(0, m, chunk):
+        score = torch.einsum("mhd,nd->mhn", q[r0:r0 + chunk].double(), kf) * sf
+        logits = (score.relu() * wf[r0:r0 + chunk, :, None]).sum(dim=1)
+        visible = (cols[None, :] >= ks[r0:r0 + chunk, None]) & (cols[None, :] < ke[r0:r0 + chunk, None])
+        out[r0:r0 + chunk] = logits.masked_fill(~visible, float("-inf"))
+    return out
+
+
+class PagedMqaLogitsSpec(MqaLogitsSpec):
+    op = "fp8_paged_mqa_logits"
+    token_args = ()
+
+    def token_count(self, inputs) -> int:
+        return inputs["q"].shape[0] * inputs["q"].shape[1]
+
+    def make_inputs(self, case: Case) -> dict:
+        next_n, heads = case.param("next_n", 1), case.param("heads", HEADS)
+        if case.tokens % next_n:
+            raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of next_n={next_n}")
+        batch, n = case.tokens // next_n, case.param("n", 2048)
+        g = generator(case, 11)
+        lens = decode_seq_lens(batch, next_n, n, g)
+        need = [(int(x) + BLOCK_SIZE - 1) // BLOCK_SIZE for x in lens]
+        max_blocks = (n + BLOCK_SIZE - 1) // BLOCK_SIZE
+        total = sum(need) + 3
+        order = (torch.randperm(total, generator=g) if case.param("shuffled", True)
+                 else torch.arange(total))
+        tables = torch.randint(0, total, (batch, max_blocks), generator=g, dtype=torch.int32)
+        used = 0
+        for b, nb in enumerate(need):
+            tables[b, :nb] = order[used:used + nb].int()
+            used += nb
+        cache = _garbage_cache(case, total)
+        for b in range(batch):
+            length = int(lens[b])
+            pos = torch.arange(length)
+            slots = (tables[b].long()[pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE).to(case.device)
+            keys = _activations(case, 100 + b, length, HEAD_DIM)
+            ref.indexer_k_quant_and_cache(keys, cache, slots, HEAD_DIM, None)
+        q, w = quantized_q(case, case.tokens, heads)
+        return {"q": q.view(batch, next_n, heads, HEAD_DIM), "kv_cache": cache, "weights": w,
+                "context_lens": lens.to(case.device), "block_tables": tables.to(case.device),
+                "max_model_len": max_blocks * BLOCK_SIZE}
+
+    def reference(self, inputs):
+        q, cache, w = inputs["q"], inputs["kv_cache"], inputs["weights"]
+        b, next_n, _, d = q.shape
+        out = torch.full((b * next_n, inputs["max_model_len"]), float("-inf"), dtype=torch.float64,
+                         device=q.device)
+        bound = torch.zeros_like(out)
+        positions = ref.paged_positions(inputs["context_lens"], next_n)
+        for i in range(b):
+            length = int(inputs["context_lens"][i])
+            if length <= 0:
+                continue
+            k, scale = ref.gather_paged_keys(cache, inputs["block_tables"], i, length, d, BLOCK_SIZE)
+            rows = slice(i * next_n, (i + 1) * next_n)
+            ke = (positions[rows] + 1).clamp(0, length).int()
+            args = (q[i], k, scale, w[rows], torch.zeros_like(ke), ke)
+            out[rows, :length] = _f64_logits(*args)
+            bound[rows, :length] = ref.mqa_bound(*args)
+        return {"logits": out, "_bound": bound}
+
+
+for _spec in (QuantizeKSpec(), QuantizeQSpec(), QuantAndCacheSpec(), MqaLogitsSpec(),
+              PagedMqaLogitsSpec()):
+    register_spec(_spec)
+

@@ -1,0 +1,216 @@
+"""Triton kernels of the indexer: fp8 quantisation (K, Q, K into the paged cache) and the MQA
+logits (ragged prefill, paged decode).
+
+Logits: one program per (query block, key block) or (request, cache block); the fp8 key tile is
+loaded once and reused across all heads, each head's scores go through relu, the key scale and
+the head weight before the head sum, and key blocks entirely outside every window of the query
+block are skipped (written -inf) so causal prefill does about half the work. On the GPU the dot
+products run on fp8 tensor cores; under the CPU interpreter they run in fp32 on the same fp8
+values (the contract's "may compute in higher precision").
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from harness.device import triton_interpreted, triton_unavailable_reason
+from harness.registry import register
+from kernels.sparse_indexer import validate
+
+from kernels.triton_utils import pow2_ceil, round_to_e4m3
+
+_REASON = triton_unavailable_reason()
+_AVAILABLE = _REASON is None
+
+BLOCK_M, BLOCK_N, LOGITS_WARPS, LOGITS_STAGES = 64, 128, 8, 2
+
+
+@triton.jit
+def _quantize(x, UE8M0: tl.constexpr):
+    """(values as fp32 on the e4m3 grid, scale) of one row ``x`` (fp32)."""
+    amax = tl.maximum(tl.max(tl.abs(x), axis=0), 1e-4)
+    scale = tl.math.div_rn(amax, 448.0)
+    if UE8M0:
+        scale = pow2_ceil(scale)
+    v = tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -448.0), 448.0)
+    return round_to_e4m3(v), scale
+
+
+@triton.jit
+def _quantize_rows(x_ptr, val_ptr, scale_ptr, D: tl.constexpr, UE8M0: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    d = tl.arange(0, D)
+    x = tl.load(x_ptr + row * D + d).to(tl.float32)
+    v, scale = _quantize(x, UE8M0)
+    tl.store(val_ptr + row * D + d, v.to(tl.float8e4nv))
+    tl.store(scale_ptr + row, scale)
+
+
+@triton.jit
+def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    d = tl.arange(0, D)
+    v, scale = _quantize(tl.load(q_ptr + row * D + d).to(tl.float32), True)
+    tl.store(val_ptr + row * D + d, v.to(tl.float8e4nv))
+    tl.store(w_out_ptr + row, tl.load(w_ptr + row) * scale * c)
+
+
+@triton.jit
+def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr,
+                      UE8M0: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    slot = tl.load(slot_ptr + t).to(tl.int64)
+    if slot >= 0:
+        d = tl.arange(0, D)
+        v, scale = _quantize(tl.load(k_ptr + t * D + d).to(tl.float32), UE8M0)
+        block_base = cache_ptr + (slot // BS) * (BS * (D + 4))
+        vals = (block_base + (slot % BS) * D).to(tl.pointer_type(tl.float8e4nv))
+        tl.store(vals + d, v.to(tl.float8e4nv))
+        scales = (block_base + BS * D).to(tl.pointer_type(tl.float32))
+        tl.store(scales + slot % BS, scale)
+
+
+@triton.jit
+def _dot(a, b, FP8_DOT: tl.constexpr):
+    if FP8_DOT:
+        return tl.dot(a, b)
+    return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+
+
+@triton.jit
+def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, M, N, H,
+                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, FP8_DOT: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    row_ok, col_ok = rows < M, cols < N
+    ks = tl.load(ks_ptr + rows, mask=row_ok, other=2147483647)
+    ke = tl.load(ke_ptr + rows, mask=row_ok, other=0)
+    visible = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
+    out_ptrs = out_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+    store_ok = row_ok[:, None] & col_ok[None, :]
+    lo, hi = tl.min(ks, axis=0), tl.max(ke, axis=0)
+    if (pid_n * BN >= hi) | (pid_n * BN + BN <= lo):
+        tl.store(out_ptrs, tl.full((BM, BN), float("-inf"), tl.float32), mask=store_ok)
+        return
+    d = tl.arange(0, D)
+    k = tl.load(k_ptr + cols[:, None].to(tl.int64) * D + d[None, :], mask=col_ok[:, None], other=0.0)
+    kt = tl.trans(k)
+    k_scale = tl.load(ks_scale_ptr + cols, mask=col_ok, other=0.0)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    q_rows = q_ptr + rows[:, None].to(tl.int64) * (H * D) + d[None, :]
+    for h in range(H):
+        q = tl.load(q_rows + h * D, mask=row_ok[:, None], other=0.0)
+        w = tl.load(w_ptr + rows.to(tl.int64) * H + h, mask=row_ok, other=0.0)
+        s = _dot(q, kt, FP8_DOT)
+        acc += tl.maximum(s * k_scale[None, :], 0.0) * w[:, None]
+    tl.store(out_ptrs, tl.where(visible, acc, float("-inf")), mask=store_ok)
+
+
+@triton.jit
+def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, max_len,
+                      table_stride, H, NEXT_N: tl.constexpr, HP: tl.constexpr, BS: tl.constexpr,
+                      D: tl.constexpr, FP8_DOT: tl.constexpr):
+    b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    ctx = tl.load(lens_ptr + b)
+    r = tl.arange(0, NEXT_N)
+    c = j * BS + tl.arange(0, BS)
+    out_ptrs = out_ptr + (b * NEXT_N + r)[:, None] * max_len + c[None, :]
+    col_ok = (c < max_len)[None, :] & (r[:, None] >= 0)
+    if j * BS >= ctx:
+        tl.store(out_ptrs, tl.full((NEXT_N, BS), float("-inf"), tl.float32), mask=col_ok)
+        return
+    block = tl.load(tables_ptr + b * table_stride + j).to(tl.int64)
+    base = cache_ptr + block * (BS * (D + 4))
+    d = tl.arange(0, D)
+    slot = tl.arange(0, BS)
+    k = tl.load((base + slot[:, None] * D + d[None, :]).to(tl.pointer_type(tl.float8e4nv)))
+    k_scale = tl.load((base + BS * D).to(tl.pointer_type(tl.float32)) + slot)
+    qr = tl.arange(0, NEXT_N * HP)
+    head = qr % HP
+    q_ok = head < H
+    q_off = (b * NEXT_N + qr // HP) * H + head
+    q = tl.load(q_ptr + q_off[:, None] * D + d[None, :], mask=q_ok[:, None], other=0.0)
+    w = tl.load(w_ptr + q_off, mask=q_ok, other=0.0)
+    s = _dot(q, tl.trans(k), FP8_DOT)
+    s = tl.maximum(s * k_scale[None, :], 0.0) * w[:, None]
+    logits = tl.sum(tl.reshape(s, (NEXT_N, HP, BS)), axis=1)
+    pos = ctx - NEXT_N + r
+    visible = c[None, :] <= pos[:, None]
+    tl.store(out_ptrs, tl.where(visible, logits, float("-inf")), mask=col_ok)
+
+
+def _fp8_dot() -> bool:
+    return not triton_interpreted()
+
+
+@register("fp8_quantize_k", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def fp8_quantize_k(k, scale_fmt=None):
+    validate.check_quantize_k(k, scale_fmt)
+    n, d = k.shape
+    values = torch.empty((n, d), dtype=validate.FP8, device=k.device)
+    scale = torch.empty(n, dtype=torch.float32, device=k.device)
+    if n:
+        _quantize_rows[(n,)](k.contiguous(), values, scale, D=d, UE8M0=scale_fmt == "ue8m0")
+    return values, scale
+
+
+@register("fp8_quantize_q", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def fp8_quantize_q(q, weights, softmax_scale):
+    validate.check_quantize_q(q, weights, softmax_scale)
+    m, heads, d = q.shape
+    values = torch.empty_like(q, dtype=validate.FP8)
+    w_out = torch.empty_like(weights)
+    if m:
+        c = float(torch.tensor(float(softmax_scale) * heads ** -0.5, dtype=torch.float32))
+        _quantize_q[(m * heads,)](q.contiguous(), weights.contiguous(), values, w_out, c, D=d)
+    return values, w_out
+
+
+@register("indexer_k_quant_and_cache", "triton", available=_AVAILABLE, reason=_REASON or "")
+def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
+    _, block_size = validate.check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size,
+                                                   scale_fmt)
+    if k.shape[0]:
+        _quant_into_cache[(k.shape[0],)](k.contiguous(), kv_cache, slot_mapping, BS=block_size,
+                                         D=k.shape[1], UE8M0=scale_fmt == "ue8m0")
+
+
+@register("fp8_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+    validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke)
+    k, k_scale = kv
+    m, heads, d = q.shape
+    n = k.shape[0]
+    out = torch.empty((m, n), dtype=torch.float32, device=q.device)
+    if m and n:
+        grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
+        _mqa_logits[grid](q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
+                          weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, m, n, heads,
+                          D=d, BM=BLOCK_M, BN=BLOCK_N, FP8_DOT=_fp8_dot(),
+                          num_warps=LOGITS_WARPS, num_stages=LOGITS_STAGES)
+    return out
+
+
+@register("fp8_paged_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+    _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
+                                         max_model_len)
+    b, next_n, heads, d = q.shape
+    out = torch.empty((b * next_n, max_model_len), dtype=torch.float32, device=q.device)
+    if b and max_model_len:
+        grid = (b, triton.cdiv(max_model_len, block_size))
+        _paged_mqa_logits[grid](q.contiguous(), kv_cache, weights.contiguous(), context_lens,
+                                block_tables, out, max_model_len, block_tables.stride(0), heads,
+                                NEXT_N=next_n, HP=triton.next_power_of_2(heads), BS=block_size,
+                                D=d, FP8_DOT=_fp8_dot(), num_warps=4)
+    return out
+
+
+

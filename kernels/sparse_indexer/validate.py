@@ -1,0 +1,109 @@
+"""Argument checks of the indexer contract (ops.md section 3), shared by the shipped backends."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.specs import ContractError
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+SCALE_BYTES = 4
+
+
+def want(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ContractError(msg + " (contract: ../shared/spec/ops.md section 3)")
+
+
+def _is(t, dtype, dims) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype == dtype and t.dim() == dims
+
+
+def _desc(t) -> str:
+    return f"{getattr(t, 'dtype', type(t).__name__)} {tuple(getattr(t, 'shape', ()))}"
+
+
+def check_scale_fmt(scale_fmt) -> None:
+    want(scale_fmt in (None, "ue8m0"), f"scale_fmt must be None or 'ue8m0', got {scale_fmt!r}")
+
+
+def check_quantize_k(k, scale_fmt=None) -> None:
+    want(_is(k, torch.bfloat16, 2), f"k must be bf16 [N, head_dim], got {_desc(k)}")
+    check_scale_fmt(scale_fmt)
+
+
+def check_quantize_q(q, weights, softmax_scale) -> None:
+    want(_is(q, torch.bfloat16, 3), f"q must be bf16 [M, heads, head_dim], got {_desc(q)}")
+    want(_is(weights, torch.float32, 2) and tuple(weights.shape) == tuple(q.shape[:2]),
+         f"weights must be float32 [M, heads] = {tuple(q.shape[:2])}, got {_desc(weights)}")
+    want(float(softmax_scale) > 0, f"softmax_scale must be > 0, got {softmax_scale}")
+
+
+def cache_geometry(kv_cache, head_dim: int) -> tuple[int, int]:
+    """(num_blocks, block_size) of a packed cache; any view whose dim 0 is blocks and dim 1 slots,
+    with ``block_size * (head_dim + 4)`` bytes per block."""
+    want(isinstance(kv_cache, torch.Tensor) and kv_cache.dtype == torch.uint8
+         and kv_cache.dim() >= 2 and kv_cache.is_contiguous(),
+         f"kv_cache must be a contiguous uint8 tensor [num_blocks, block_size, ...], got "
+         f"{_desc(kv_cache)}")
+    num_blocks, block_size = kv_cache.shape[0], kv_cache.shape[1]
+    per_block = kv_cache[0].numel() if num_blocks else 0
+    want(num_blocks == 0 or per_block == block_size * (head_dim + SCALE_BYTES),
+         f"kv_cache holds {per_block} bytes per block; block_size {block_size} x (head_dim "
+         f"{head_dim} + 4) = {block_size * (head_dim + SCALE_BYTES)} expected")
+    return num_blocks, block_size
+
+
+def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt) -> tuple[int, int]:
+    want(_is(k, torch.bfloat16, 2), f"k must be bf16 [T, head_dim], got {_desc(k)}")
+    want(int(quant_block_size) == k.shape[1],
+         f"quant_block_size {quant_block_size} must equal head_dim {k.shape[1]} (one scale per token)")
+    check_scale_fmt(scale_fmt)
+    geometry = cache_geometry(kv_cache, k.shape[1])
+    want(isinstance(slot_mapping, torch.Tensor) and slot_mapping.dim() == 1
+         and slot_mapping.dtype in (torch.int32, torch.int64) and slot_mapping.shape[0] >= k.shape[0],
+         f"slot_mapping must be int32/int64 [>= T={k.shape[0]}], got {_desc(slot_mapping)}")
+    if k.shape[0]:
+        slots = slot_mapping[:k.shape[0]]
+        want(int(slots.max()) < geometry[0] * geometry[1] and int(slots.min()) >= -1,
+             f"slot_mapping entries must be -1 or in [0, {geometry[0] * geometry[1]})")
+    return geometry
+
+
+def check_mqa(q, kv, weights, ks, ke) -> None:
+    want(_is(q, FP8, 3), f"q must be float8_e4m3fn [M, heads, head_dim], got {_desc(q)}")
+    want(isinstance(kv, (tuple, list)) and len(kv) == 2, "kv must be the pair (k_fp8, k_scale)")
+    k, scale = kv
+    want(_is(k, FP8, 2) and k.shape[1] == q.shape[2],
+         f"k_fp8 must be float8_e4m3fn [N, {q.shape[2]}], got {_desc(k)}")
+    want(isinstance(scale, torch.Tensor) and scale.dtype == torch.float32
+         and scale.reshape(-1).shape[0] == k.shape[0],
+         f"k_scale must be float32 [N={k.shape[0]}], got {_desc(scale)}")
+    want(_is(weights, torch.float32, 2) and tuple(weights.shape) == tuple(q.shape[:2]),
+         f"weights must be float32 [M, heads] = {tuple(q.shape[:2])}, got {_desc(weights)}")
+    for name, t in (("cu_seqlen_ks", ks), ("cu_seqlen_ke", ke)):
+        want(_is(t, torch.int32, 1) and t.shape[0] == q.shape[0],
+             f"{name} must be int32 [M={q.shape[0]}], got {_desc(t)}")
+    if q.shape[0]:
+        want(bool((ks >= 0).all()) and bool((ke >= ks).all()) and int(ke.max()) <= k.shape[0],
+             f"windows must satisfy 0 <= ks <= ke <= N={k.shape[0]}")
+
+
+def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len) -> tuple[int, int]:
+    want(_is(q, FP8, 4), f"q must be float8_e4m3fn [B, next_n, heads, head_dim], got {_desc(q)}")
+    b, next_n, heads, d = q.shape
+    geometry = cache_geometry(kv_cache, d)
+    want(_is(weights, torch.float32, 2) and tuple(weights.shape) == (b * next_n, heads),
+         f"weights must be float32 [B*next_n, heads] = {(b * next_n, heads)}, got {_desc(weights)}")
+    want(_is(context_lens, torch.int32, 1) and context_lens.shape[0] == b,
+         f"context_lens must be int32 [B={b}], got {_desc(context_lens)}")
+    want(_is(block_tables, torch.int32, 2) and block_tables.shape[0] == b,
+         f"block_tables must be int32 [B={b}, max_blocks], got {_desc(block_tables)}")
+    if b:
+        need = (int(context_lens.max()) + geometry[1] - 1) // geometry[1]
+        want(need <= block_tables.shape[1],
+             f"context_lens need {need} blocks but block_tables has {block_tables.shape[1]} columns")
+        want(int(context_lens.max()) <= max_model_len,
+             f"context_lens reach {int(context_lens.max())} > max_model_len {max_model_len}")
+    return geometry

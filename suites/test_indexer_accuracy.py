@@ -1,0 +1,60 @@
+"""The sparse-attention indexer ops against the reference: bit-exact fp8 quantisation (K, Q, K
+into the paged cache), and MQA logits (ragged prefill, paged decode) with the exact -inf mask
+and finite values within the fp32-accumulation bound, across token counts, heads, sequence mixes,
+next_n and shuffled block tables."""
+
+import dataclasses
+
+import pytest
+
+from harness.evaluate import evaluate
+from harness.ops import INDEXER_OPS
+
+OPS = INDEXER_OPS
+
+QUANT_TOKENS = {"smoke": [1, 4, 67], "ci": [1, 4, 4099], "default": [1, 4, 4099, 65536]}
+HEADS = {"smoke": [4], "default": [64]}
+PREFILL_QUERIES = {"smoke": [1, 7, 33], "ci": [1, 257, 2048], "default": [1, 257, 4096, 16384]}
+PREFILL_SEQS = {"smoke": [1, 3], "default": [1, 7, 32]}
+PREFILL_CONTEXT = {"smoke": [200], "ci": [2048], "default": [8192]}
+DECODE_BATCH = {"smoke": [1, 3], "ci": [1, 16, 64], "default": [1, 16, 64, 256]}
+DECODE_CONTEXT = {"smoke": [300], "ci": [8192], "default": [65536]}
+NEXT_N = [1, 2, 4]
+
+
+def _check(target, case, record):
+    ev = evaluate(target.spec, target.impl, case)
+    record(ev.rows)
+    assert ev.passed, f"{case.id} [{target.impl.name}]: {ev.failures()}"
+
+
+@pytest.mark.sweep(ops=["fp8_quantize_k", "indexer_k_quant_and_cache"], tokens=QUANT_TOKENS,
+                   scale_fmt=[None, "ue8m0"])
+def test_k_quantisation_is_bit_exact(target, record):
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_quantize_q"], tokens=QUANT_TOKENS, heads=HEADS)
+def test_q_quantisation_and_folded_weights_are_bit_exact(target, record):
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_mqa_logits"], tokens=PREFILL_QUERIES, seqs=PREFILL_SEQS,
+                   n=PREFILL_CONTEXT, heads=HEADS)
+def test_prefill_logits_match_reference(target, record):
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=DECODE_BATCH, next_n=NEXT_N,
+                   n=DECODE_CONTEXT, heads=HEADS, shuffled=[True, False])
+def test_paged_logits_match_reference(target, record):
+    rows = target.case.param("batch") * target.case.param("next_n")
+    _check(target, dataclasses.replace(target.case, tokens=rows), record)
+
+
+@pytest.mark.gpu
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[1, 16], next_n=[2], n=[131072],
+                   heads=[64])
+def test_paged_logits_at_131072_context(target, record):
+    rows = target.case.param("batch") * target.case.param("next_n")
+    _check(target, dataclasses.replace(target.case, tokens=rows), record)

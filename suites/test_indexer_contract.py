@@ -1,0 +1,151 @@
+"""The indexer call contract: edge batches (no queries, a query seeing one key, padded decode
+requests with no context), clear errors from the shipped kernels on invalid arguments, and
+correct alternatives (another head-sum order, paged logits via gather + prefill) passing."""
+
+import pytest
+import torch
+
+from harness.evaluate import evaluate
+from harness.ops import INDEXER_OPS
+from harness.registry import Implementation, records
+from harness.specs import Case, ContractError, get_spec
+from kernels.sparse_indexer import torch as ref
+from kernels.sparse_indexer.spec import BLOCK_SIZE, HEAD_DIM
+
+OPS = INDEXER_OPS
+SHIPPED = ("torch", "triton")
+
+
+def _shipped(op):
+    return [records(op)[n].fn for n in SHIPPED if records(op)[n].available]
+
+
+def _mqa_inputs(device="cpu"):
+    case = Case("fp8_mqa_logits", 5, 0, 0, device, (("heads", 4), ("seqs", 2), ("n", 30)))
+    return get_spec("fp8_mqa_logits").make_inputs(case)
+
+
+def _paged_inputs(device="cpu"):
+    case = Case("fp8_paged_mqa_logits", 4, 0, 0, device, (("heads", 4), ("next_n", 2), ("n", 100)))
+    return get_spec("fp8_paged_mqa_logits").make_inputs(case)
+
+
+@pytest.mark.parametrize("op,tokens,params", [
+    ("fp8_mqa_logits", 0, (("heads", 4),)),
+    ("fp8_mqa_logits", 1, (("heads", 4), ("n", 0))),
+    ("fp8_quantize_k", 0, ()),
+    ("indexer_k_quant_and_cache", 0, ()),
+], ids=["no-queries", "one-key", "quantize-empty", "cache-empty"])
+@pytest.mark.parametrize("impl", SHIPPED)
+def test_edge_batches(op, tokens, params, impl, device, record):
+    ev = evaluate(get_spec(op), records(op)[impl], Case(op, tokens, 0, 0, device, params),
+                  check="edge")
+    record(ev.rows)
+    assert ev.passed, ev.failures()
+
+
+@pytest.mark.parametrize("impl", SHIPPED)
+def test_padded_requests_with_no_context_are_all_minus_inf(impl, device):
+    inputs = _paged_inputs(device)
+    inputs["context_lens"][1] = 0
+    out = records("fp8_paged_mqa_logits")[impl].fn(*inputs.values())
+    assert torch.isneginf(out[2:4]).all(), "rows of a request with context 0 must be -inf"
+    assert torch.isfinite(out[0, :int(inputs["context_lens"][0]) - 1]).all()
+
+
+BAD_MQA = {
+    "q not fp8": (lambda a: a.update(q=a["q"].float()), "q must be float8_e4m3fn"),
+    "kv not a pair": (lambda a: a.update(kv=a["kv"][0]), "kv must be the pair"),
+    "k_scale wrong length": (lambda a: a.update(kv=(a["kv"][0], a["kv"][1][:-1])), "k_scale must be"),
+    "weights wrong shape": (lambda a: a.update(weights=a["weights"][:, :2]), "weights must be"),
+    "window reversed": (lambda a: a["cu_seqlen_ke"].__setitem__(0, -1), "windows must satisfy"),
+    "window past keys": (lambda a: a["cu_seqlen_ke"].__setitem__(0, 10_000), "windows must satisfy"),
+    "ks int64": (lambda a: a.update(cu_seqlen_ks=a["cu_seqlen_ks"].long()), "cu_seqlen_ks must be int32"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_MQA, ids=list(BAD_MQA))
+def test_mqa_rejects_bad_arguments(case):
+    mutate, message = BAD_MQA[case]
+    for fn in _shipped("fp8_mqa_logits"):
+        args = _mqa_inputs()
+        mutate(args)
+        with pytest.raises(ContractError, match=message):
+            fn(*args.values())
+
+
+BAD_PAGED = {
+    "cache not uint8": (lambda a: a.update(kv_cache=a["kv_cache"].float()), "kv_cache must be a contiguous uint8"),
+    "cache wrong bytes per block": (lambda a: a.update(kv_cache=a["kv_cache"][..., :HEAD_DIM].contiguous()),
+                                    "bytes per block"),
+    "block table too narrow": (lambda a: a.update(block_tables=a["block_tables"][:, :0]), "need"),
+    "context past max_model_len": (lambda a: a.update(max_model_len=8), "max_model_len"),
+    "weights not per draft row": (lambda a: a.update(weights=a["weights"][:2]), "weights must be"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_PAGED, ids=list(BAD_PAGED))
+def test_paged_rejects_bad_arguments(case):
+    mutate, message = BAD_PAGED[case]
+    for fn in _shipped("fp8_paged_mqa_logits"):
+        args = _paged_inputs()
+        mutate(args)
+        with pytest.raises(ContractError, match=message):
+            fn(*args.values())
+
+
+def test_quantisation_rejects_bad_arguments():
+    k = torch.randn(4, HEAD_DIM).bfloat16()
+    cache = torch.zeros(2, BLOCK_SIZE, 1, HEAD_DIM + 4, dtype=torch.uint8)
+    for fn in _shipped("fp8_quantize_k"):
+        with pytest.raises(ContractError, match="k must be bf16"):
+            fn(k.float())
+        with pytest.raises(ContractError, match="scale_fmt"):
+            fn(k, "e4m3")
+    for fn in _shipped("indexer_k_quant_and_cache"):
+        with pytest.raises(ContractError, match="slot_mapping entries"):
+            fn(k, cache, torch.tensor([0, 1, 2, 2 * BLOCK_SIZE]), HEAD_DIM, None)
+        with pytest.raises(ContractError, match="quant_block_size"):
+            fn(k, cache, torch.arange(4), 64, None)
+    for fn in _shipped("fp8_quantize_q"):
+        with pytest.raises(ContractError, match="weights must be float32"):
+            fn(k.view(4, 1, HEAD_DIM), torch.ones(4, 2), 0.1)
+
+
+def _reverse_head_order(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+    """Correct, but sums the heads last-to-first in float64: only rounding differs."""
+    k, scale = kv
+    out = torch.zeros(q.shape[0], k.shape[0], dtype=torch.float64)
+    for h in reversed(range(q.shape[1])):
+        s = (q[:, h].double() @ k.double().t()) * scale.double()
+        out += s.relu() * weights[:, h, None].double()
+    cols = torch.arange(k.shape[0])
+    vis = (cols[None] >= cu_seqlen_ks[:, None]) & (cols[None] < cu_seqlen_ke[:, None])
+    return out.float().masked_fill(~vis, float("-inf"))
+
+
+def _paged_via_gather(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+    """Correct alternative: gather each request's keys through its block table, then prefill."""
+    b, next_n, heads, d = q.shape
+    out = torch.full((b * next_n, max_model_len), float("-inf"))
+    pos = ref.paged_positions(context_lens, next_n)
+    for i in range(b):
+        length = int(context_lens[i])
+        if length <= 0:
+            continue
+        k, s = ref.gather_paged_keys(kv_cache, block_tables, i, length, d, BLOCK_SIZE)
+        rows = slice(i * next_n, (i + 1) * next_n)
+        ke = (pos[rows] + 1).clamp(0, length).int()
+        out[rows, :length] = ref.fp8_mqa_logits(q[i], (k, s), weights[rows], torch.zeros_like(ke), ke)
+    return out
+
+
+@pytest.mark.parametrize("op,fn,inputs", [
+    ("fp8_mqa_logits", _reverse_head_order, _mqa_inputs),
+    ("fp8_paged_mqa_logits", _paged_via_gather, _paged_inputs),
+], ids=["reverse-head-order", "paged-via-gather"])
+def test_correct_alternatives_pass(op, fn, inputs):
+    impl = Implementation(op=op, name="alternative", fn=fn)
+    args = inputs()
+    ev = evaluate(get_spec(op), impl, Case(op, 0), inputs=args)
+    assert ev.passed, ev.failures()
