@@ -48,7 +48,7 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     except ContractViolation as exc:
         return Evaluation(case, impl.name, {}, [{**base, "output": "*", "verdict": "fail",
                                                  "detail": str(exc)}])
-    ref = spec.refine_reference(inputs, outputs, ref)
+    ref = spec.for_implementation(spec.refine_reference(inputs, outputs, ref), impl)
     rows = []
     for row in spec.compare(outputs, ref):
         passed = row.pop("passed")

@@ -39,6 +39,10 @@ class Implementation:
     knobs: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
     """Keyword arguments whose values must not change the result beyond rounding (e.g. n_splits)."""
     source: str = ""
+    accumulation: str = "fp32"
+    """Declared accumulation precision of the op's long reductions: ``fp32``, or ``fp8-mma``
+    (Hopper fp8 tensor cores keep ~14 bits in the accumulator). Specs whose tolerance is derived
+    from accumulation error (the indexer logits) judge by the declared class and report it."""
 
 
 _REGISTRY: dict[str, dict[str, Implementation]] = {}
@@ -47,7 +51,7 @@ _BUILTINS_LOADED = False
 
 def register(op: str, name: str, *, available: bool = True, reason: str = "",
              batch_invariant: bool = False, knobs: Mapping[str, tuple] | None = None,
-             replace: bool = False) -> Callable[[Callable], Callable]:
+             replace: bool = False, accumulation: str = "fp32") -> Callable[[Callable], Callable]:
     """Decorator: record ``fn`` as implementation ``name`` of ``op``.
 
     ``available=False`` with a ``reason`` records an implementation that cannot run here.
@@ -64,6 +68,7 @@ def register(op: str, name: str, *, available: bool = True, reason: str = "",
     def decorator(fn: Callable) -> Callable:
         add(Implementation(op=op, name=name, fn=fn, available=available, reason=reason,
                            batch_invariant=batch_invariant, knobs=dict(knobs or {}),
+                           accumulation=accumulation,
                            source=getattr(fn, "__module__", "")), replace=replace)
         return fn
 

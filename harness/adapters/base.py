@@ -26,6 +26,8 @@ class Adapter:
     discover: Callable[[], Any]
     bind: Callable[[Any], dict[str, dict[str, Callable]]]
     """api -> {implementation name: {op: harness-contract function}}; ops the api lacks are left out."""
+    accumulation: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Implementation name -> declared accumulation class (see Implementation.accumulation)."""
 
 
 def namespace(**entries: Any) -> types.SimpleNamespace:
@@ -62,7 +64,9 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
         for op in ops:
             if op in fns:
                 add(Implementation(op=op, name=impl_name, fn=fns[op],
-                                   source=f"harness.adapters.{adapter.name}"), replace=True)
+                                   source=f"harness.adapters.{adapter.name}",
+                                   accumulation=adapter.accumulation.get(impl_name, "fp32")),
+                    replace=True)
                 count += 1
             else:
                 register_unavailable(op, impl_name, f"{adapter.package} is installed but has no "

@@ -49,4 +49,4 @@ ADAPTER = Adapter(
     name="deepgemm", package="deep_gemm",
     install_hint="DeepGEMM needs an SM90/SM100 GPU and a source build (deepseek-ai/DeepGEMM)",
     ops={"deepgemm": LOGITS_OPS}, discover=discover,
-    bind=lambda api: {"deepgemm": deepgemm_logits(api)})
+    bind=lambda api: {"deepgemm": deepgemm_logits(api)}, accumulation={"deepgemm": "fp8-mma"})

@@ -75,4 +75,4 @@ ADAPTER = Adapter(
     ops={**{f"vllm-{b}": tuple(MHC_ENTRY) for b in MHC_BACKENDS},
          "vllm": ("top_k_per_row_prefill", "top_k_per_row_decode", "indexer_k_quant_and_cache"),
          "vllm-deepgemm": LOGITS_OPS, "vllm-fallback": LOGITS_OPS},
-    discover=discover, bind=bind)
+    discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"})

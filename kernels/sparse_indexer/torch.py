@@ -24,12 +24,18 @@ def pow2_ceil(x: torch.Tensor) -> torch.Tensor:
 
 def quantize_rows(x: torch.Tensor, scale_fmt) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row of ``x`` (last dim): scale = max(amax, 1e-4) / 448 (ue8m0: to a power of two);
-    values = RTNE(x / scale) in e4m3, saturated at +-448."""
+    values = RTNE(x / scale) in e4m3, saturated at +-448.
+
+    Both quotients are IEEE fp32 divisions (correctly rounded). They are computed in float64 and
+    rounded once to fp32, which is exactly that on every device: torch's CUDA ``tensor / scalar``
+    multiplies by a rounded reciprocal instead and is off by 1 ulp for some inputs."""
     xf = x.float()
-    scale = xf.abs().amax(dim=-1).clamp_min(AMAX_FLOOR) / FP8_MAX
+    amax = xf.abs().amax(dim=-1).clamp_min(AMAX_FLOOR)
+    scale = (amax.double() / FP8_MAX).float()
     if scale_fmt == "ue8m0":
         scale = pow2_ceil(scale)
-    values = (xf / scale.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+    quotient = (xf.double() / scale.double().unsqueeze(-1)).float()
+    values = quotient.clamp(-FP8_MAX, FP8_MAX).to(FP8)
     return values, scale
 
 

@@ -2,9 +2,11 @@
 logits (ragged prefill, paged decode).
 
 Logits: one program per (query block, key block) or (request, cache block); the fp8 key tile is
-loaded once and reused across all heads, each head's scores go through relu, the key scale and
-the head weight before the head sum, and key blocks entirely outside every window of the query
-block are skipped (written -inf) so causal prefill does about half the work. On the GPU the dot
+loaded once and reused across all heads, each head's scores go through relu and the head weight
+before the head sum, and key blocks entirely outside every window of the query block are
+skipped (written -inf) so causal prefill does about half the work. The key scale is positive, so
+``relu(s * scale) = scale * relu(s)`` and it is applied once after the head sum instead of per
+head: one max and one FMA per score remain on the CUDA cores. On the GPU the dot
 products run on fp8 tensor cores; under the CPU interpreter they run in fp32 on the same fp8
 values (the contract's "may compute in higher precision").
 """
@@ -24,7 +26,8 @@ from kernels.triton_utils import pow2_ceil, round_to_e4m3
 _REASON = triton_unavailable_reason()
 _AVAILABLE = _REASON is None
 
-BLOCK_M, BLOCK_N, LOGITS_WARPS, LOGITS_STAGES = 64, 128, 8, 2
+BLOCK_M, BLOCK_N, LOGITS_WARPS, LOGITS_STAGES = 64, 128, 4, 3
+DOT_FP32, DOT_FP8, DOT_BF16 = 0, 1, 2
 
 
 @triton.jit
@@ -73,15 +76,19 @@ def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.conste
 
 
 @triton.jit
-def _dot(a, b, FP8_DOT: tl.constexpr):
-    if FP8_DOT:
+def _dot(a, b, MODE: tl.constexpr):
+    """fp8 operands: on fp8 tensor cores (MODE 1), as bf16 (2; exact, true fp32 accumulation),
+    or in fp32 (0; the interpreter)."""
+    if MODE == 1:
         return tl.dot(a, b)
+    if MODE == 2:
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
     return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
 
 
 @triton.jit
 def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, M, N, H,
-                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, FP8_DOT: tl.constexpr):
+                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DOT: tl.constexpr):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
@@ -104,15 +111,15 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, M, N
     for h in range(H):
         q = tl.load(q_rows + h * D, mask=row_ok[:, None], other=0.0)
         w = tl.load(w_ptr + rows.to(tl.int64) * H + h, mask=row_ok, other=0.0)
-        s = _dot(q, kt, FP8_DOT)
-        acc += tl.maximum(s * k_scale[None, :], 0.0) * w[:, None]
-    tl.store(out_ptrs, tl.where(visible, acc, float("-inf")), mask=store_ok)
+        s = _dot(q, kt, DOT)
+        acc += tl.maximum(s, 0.0) * w[:, None]
+    tl.store(out_ptrs, tl.where(visible, acc * k_scale[None, :], float("-inf")), mask=store_ok)
 
 
 @triton.jit
 def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, max_len,
                       table_stride, H, NEXT_N: tl.constexpr, HP: tl.constexpr, BS: tl.constexpr,
-                      D: tl.constexpr, FP8_DOT: tl.constexpr):
+                      D: tl.constexpr, DOT: tl.constexpr):
     b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
     ctx = tl.load(lens_ptr + b)
     r = tl.arange(0, NEXT_N)
@@ -134,16 +141,20 @@ def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, ma
     q_off = (b * NEXT_N + qr // HP) * H + head
     q = tl.load(q_ptr + q_off[:, None] * D + d[None, :], mask=q_ok[:, None], other=0.0)
     w = tl.load(w_ptr + q_off, mask=q_ok, other=0.0)
-    s = _dot(q, tl.trans(k), FP8_DOT)
-    s = tl.maximum(s * k_scale[None, :], 0.0) * w[:, None]
-    logits = tl.sum(tl.reshape(s, (NEXT_N, HP, BS)), axis=1)
+    s = tl.maximum(_dot(q, tl.trans(k), DOT), 0.0) * w[:, None]
+    logits = tl.sum(tl.reshape(s, (NEXT_N, HP, BS)), axis=1) * k_scale[None, :]
     pos = ctx - NEXT_N + r
     visible = c[None, :] <= pos[:, None]
     tl.store(out_ptrs, tl.where(visible, logits, float("-inf")), mask=col_ok)
 
 
-def _fp8_dot() -> bool:
-    return not triton_interpreted()
+def _dot_mode(exact: bool) -> int:
+    if triton_interpreted():
+        return DOT_FP32
+    return DOT_BF16 if exact else DOT_FP8
+
+
+_ACCUMULATION = "fp32" if triton_interpreted() else "fp8-mma"
 
 
 @register("fp8_quantize_k", "triton", available=_AVAILABLE, reason=_REASON or "",
@@ -180,9 +191,7 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale
                                          D=k.shape[1], UE8M0=scale_fmt == "ue8m0")
 
 
-@register("fp8_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
-          batch_invariant=True)
-def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool):
     validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke)
     k, k_scale = kv
     m, heads, d = q.shape
@@ -192,14 +201,12 @@ def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
         grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
         _mqa_logits[grid](q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
                           weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, m, n, heads,
-                          D=d, BM=BLOCK_M, BN=BLOCK_N, FP8_DOT=_fp8_dot(),
+                          D=d, BM=BLOCK_M, BN=BLOCK_N, DOT=_dot_mode(exact),
                           num_warps=LOGITS_WARPS, num_stages=LOGITS_STAGES)
     return out
 
 
-@register("fp8_paged_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
-          batch_invariant=True)
-def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool):
     _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
                                          max_model_len)
     b, next_n, heads, d = q.shape
@@ -209,8 +216,31 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_m
         _paged_mqa_logits[grid](q.contiguous(), kv_cache, weights.contiguous(), context_lens,
                                 block_tables, out, max_model_len, block_tables.stride(0), heads,
                                 NEXT_N=next_n, HP=triton.next_power_of_2(heads), BS=block_size,
-                                D=d, FP8_DOT=_fp8_dot(), num_warps=4)
+                                D=d, DOT=_dot_mode(exact), num_warps=4)
     return out
 
 
+@register("fp8_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True, accumulation=_ACCUMULATION)
+def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+    return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=False)
 
+
+@register("fp8_mqa_logits", "triton-bf16", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def fp8_mqa_logits_bf16(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+    """The same kernel with the fp8 values fed to bf16 tensor cores: exact products and a true
+    fp32 accumulator, at the bf16 rate."""
+    return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=True)
+
+
+@register("fp8_paged_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True, accumulation=_ACCUMULATION)
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+    return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=False)
+
+
+@register("fp8_paged_mqa_logits", "triton-bf16", available=_AVAILABLE, reason=_REASON or "",
+          batch_invariant=True)
+def fp8_paged_mqa_logits_bf16(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+    return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=True)

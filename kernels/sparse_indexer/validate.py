@@ -86,8 +86,8 @@ def check_mqa(q, kv, weights, ks, ke) -> None:
         want(_is(t, torch.int32, 1) and t.shape[0] == q.shape[0],
              f"{name} must be int32 [M={q.shape[0]}], got {_desc(t)}")
     if q.shape[0]:
-        want(bool((ks >= 0).all()) and bool((ke >= ks).all()) and int(ke.max()) <= k.shape[0],
-             f"windows must satisfy 0 <= ks <= ke <= N={k.shape[0]}")
+        bad = (ks < 0).any() | (ke < ks).any() | (ke.max() > k.shape[0])
+        want(not bool(bad), f"windows must satisfy 0 <= ks <= ke <= N={k.shape[0]}")
 
 
 def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len) -> tuple[int, int]:
