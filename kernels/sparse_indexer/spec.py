@@ -241,20 +241,8 @@ class MqaLogitsSpec(OpSpec):
 
 
 def _f64_logits(q, k, k_scale, weights, ks, ke) -> torch.Tensor:
-    """float64 logits (the float32 result of ``mqa_logits`` would round the ground truth)."""
-    m, n = q.shape[0], k.shape[0]
-    out = torch.full((m, n), float("-inf"), dtype=torch.float64, device=q.device)
-    if m == 0 or n == 0:
-        return out
-    kf, sf, wf = k.double(), k_scale.reshape(-1).double(), weights.double()
-    cols = torch.arange(n, device=q.device)
-    chunk = max(1, (1 << 25) // max(1, n * q.shape[1]))
-    for r0 in range(0, m, chunk):
-        score = torch.einsum("mhd,nd->mhn", q[r0:r0 + chunk].double(), kf) * sf
-        logits = (score.relu() * wf[r0:r0 + chunk, :, None]).sum(dim=1)
-        visible = (cols[None, :] >= ks[r0:r0 + chunk, None]) & (cols[None, :] < ke[r0:r0 + chunk, None])
-        out[r0:r0 + chunk] = logits.masked_fill(~visible, float("-inf"))
-    return out
+    """float64 logits (the float32 result of the registered op would round the ground truth)."""
+    return ref.mqa_logits(q, k, k_scale, weights, ks, ke, torch.float64)
 
 
 class PagedMqaLogitsSpec(MqaLogitsSpec):

@@ -50,9 +50,10 @@ def cache_views(kv_cache: torch.Tensor, head_dim: int, block_size: int):
 
 
 def mqa_logits(q, k, k_scale, weights, ks, ke, dtype) -> torch.Tensor:
-    """``sum_h w[m,h] * relu((q[m,h] . k[n]) * k_scale[n])`` in ``dtype``, -inf outside [ks, ke)."""
+    """``sum_h w[m,h] * relu((q[m,h] . k[n]) * k_scale[n])`` computed and returned in ``dtype``
+    (float32 for the registered op, float64 for ground truth), -inf outside [ks, ke)."""
     m, n = q.shape[0], k.shape[0]
-    out = torch.full((m, n), float("-inf"), dtype=torch.float32, device=q.device)
+    out = torch.full((m, n), float("-inf"), dtype=dtype, device=q.device)
     if m == 0 or n == 0:
         return out
     kf, sf, wf = k.to(dtype), k_scale.reshape(-1).to(dtype), weights.to(dtype)
@@ -63,7 +64,7 @@ def mqa_logits(q, k, k_scale, weights, ks, ke, dtype) -> torch.Tensor:
         score = torch.einsum("mhd,nd->mhn", qf, kf) * sf
         logits = (score.relu() * wf[r0:r0 + chunk, :, None]).sum(dim=1)
         visible = (cols[None, :] >= ks[r0:r0 + chunk, None]) & (cols[None, :] < ke[r0:r0 + chunk, None])
-        out[r0:r0 + chunk] = logits.masked_fill(~visible, float("-inf")).float()
+        out[r0:r0 + chunk] = logits.masked_fill(~visible, float("-inf"))
     return out
 
 
