@@ -1,43 +1,46 @@
 """Benchmark (prints a table, asserts nothing): Triton top-k per row vs torch.topk.
 
-    python benchmarks/bench_topk.py
+    python benchmarks/bench_topk.py            # the issue's shapes, random and tie-heavy data
+    python benchmarks/bench_topk.py --tune     # launch constants of kernels/topk/triton.py
 
 torch.topk runs on the full rows (what the issue measured); the Triton decode op gets every row
-valid to its last column, so both select k of the same N values.
+valid to its last column, so both select k of the same N values. Two Triton columns:
+``triton op`` is the registered op (argument checks, two launches, and the one synchronisation
+that reads the kernels' window-error codes); ``triton kernels`` is the same two launches without
+that read (how a serving system would call them: no host sync, graph-capturable).
+``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits generator), so the whole row
+lands in one coarse bin and the finishing select reads the row itself: the slow path, shown so the
+fast one is not mistaken for the only one.
 """
 
 from __future__ import annotations
+
+import itertools
+import sys
 
 import pandas as pd
 import torch
 import triton.testing
 
 from harness.registry import implementations
+from kernels.topk import triton as tk
 
 SHAPES = [(1, 131072, 2048), (64, 131072, 2048), (2048, 8192, 2048), (64, 300000, 2048)]
 
 
-def tune() -> None:
-    """Time the kernel's launch constants (BLOCK, RADIX, warps) on the benchmark shapes."""
-    import itertools
+def _logits(rows: int, n: int, data: str) -> torch.Tensor:
+    if data == "ties":
+        bits = 0x3F900000 | torch.randint(0, 1024, (rows, n), dtype=torch.int32, device="cuda")
+        return bits.view(torch.float32)
+    return torch.randn(rows, n, device="cuda")
 
-    from kernels.topk import triton as tk
 
-    rows = []
-    for (r, n, k), block, radix, warps in itertools.product(SHAPES[:3], (2048, 4096, 8192),
-                                                              (4, 8), (4, 8, 16)):
-        logits = torch.randn(r, n, device="cuda")
-        ends = torch.full((r,), n, dtype=torch.int32, device="cuda")
-        starts = torch.zeros_like(ends)
-        idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
-        ms = triton.testing.do_bench(lambda: tk._topk_rows[(r,)](
-            logits, starts, ends, idx, n, 1, k, 1, k, BLOCK=block, SLOT_BLOCK=1024, RADIX=radix,
-            num_warps=warps), warmup=3, rep=20)
-        rows.append({"rows": r, "cols": n, "BLOCK": block, "RADIX": radix, "warps": warps,
-                     "ms": ms})
-    df = pd.DataFrame(rows)
-    print(df.sort_values("ms").groupby(["rows", "cols"]).head(4).to_string(index=False))
-    print(df.groupby(["BLOCK", "RADIX", "warps"])["ms"].sum().sort_values().head(6).to_string())
+def _bench(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=10, rep=200, return_mode="median")
+
+
+def _kernels_only(logits, seq_lens, idx, r, n, k):
+    return lambda: tk.launch(logits, None, seq_lens, 1, idx, r, n, 1, k, decode=True)
 
 
 def main() -> pd.DataFrame:
@@ -45,15 +48,18 @@ def main() -> pd.DataFrame:
         raise SystemExit("bench_topk needs a GPU")
     triton_decode = implementations("top_k_per_row_decode")["triton"]
     rows = []
-    for r, n, k in SHAPES:
-        logits = torch.randn(r, n, device="cuda")
+    for (r, n, k), data in itertools.product(SHAPES, ("random", "ties")):
+        if data == "ties" and r > 64:
+            continue
+        logits = _logits(r, n, data)
         seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
         idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
-        t_torch = triton.testing.do_bench(lambda: logits.topk(k, dim=1), warmup=5, rep=50)
-        t_triton = triton.testing.do_bench(
-            lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k), warmup=5, rep=50)
-        for name, ms in (("torch.topk", t_torch), ("triton", t_triton)):
-            rows.append({"rows": r, "cols": n, "k": k, "impl": name, "ms": ms,
+        t_torch = _bench(lambda: logits.topk(k, dim=1))
+        timings = {"torch.topk": t_torch,
+                   "triton op": _bench(lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k)),
+                   "triton kernels": _bench(_kernels_only(logits, seq_lens, idx, r, n, k))}
+        for name, ms in timings.items():
+            rows.append({"rows": r, "cols": n, "k": k, "data": data, "impl": name, "ms": ms,
                          "GB/s (logits once)": r * n * 4 / ms / 1e6,
                          "speedup_vs_torch": t_torch / ms})
     df = pd.DataFrame(rows)
@@ -61,7 +67,31 @@ def main() -> pd.DataFrame:
     return df
 
 
-if __name__ == "__main__":
-    import sys
+TUNABLE = {"HIST_TILE": (1024, 2048, 4096), "HIST_WARPS": (4, 8), "FILTER_TILE": (512, 1024, 2048),
+           "FILTER_WARPS": (2, 4, 8), "FINISH_TILE": (512, 1024, 2048),
+           "TARGET_PROGRAMS": (512, 1024, 2048, 4096), "MAX_CHUNK": (8192, 16384, 32768)}
 
+
+def tune() -> None:
+    """Times each launch constant alone (the others at their defaults) on the random shapes."""
+    defaults = {name: getattr(tk, name) for name in TUNABLE}
+    cases = []
+    for r, n, k in SHAPES:
+        logits = _logits(r, n, "random")
+        seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
+        cases.append((r, n, k, logits, seq_lens, torch.empty(r, k, dtype=torch.int32,
+                                                              device="cuda")))
+    rows = []
+    for name, values in TUNABLE.items():
+        for value in values:
+            setattr(tk, name, value)
+            for r, n, k, logits, seq_lens, idx in cases:
+                rows.append({"constant": name, "value": value, "shape": f"{r}x{n}",
+                             "ms": _bench(_kernels_only(logits, seq_lens, idx, r, n, k))})
+            setattr(tk, name, defaults[name])
+    df = pd.DataFrame(rows).pivot_table(index=["constant", "value"], columns="shape", values="ms")
+    print(df.to_string(float_format=lambda v: f"{v:.4f}"))
+
+
+if __name__ == "__main__":
     tune() if "--tune" in sys.argv else main()

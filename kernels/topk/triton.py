@@ -1,18 +1,29 @@
-"""Triton top-k per row: an exact radix select, one program per row.
+"""Triton top-k per row: exact, with each row split over many programs.
 
-Each logit maps to an order-preserving uint32 key. Histogram passes over the row's window
-(RADIX bits each, most significant first) narrow down the key prefix of the k-th largest element
-and count how many elements sharing it are still needed; the search stops as soon as every
-element with the prefix is needed (or all 32 bits are fixed). A last pass writes the positions of
-every element above the prefix and of that many equal ones (in column order), then -1 in the
-unused slots. Rows no longer than top_k skip the search. Exact for any data, ties included.
+Four launches, no host synchronisation between them:
 
-RADIX=4 rather than 8: on the H100 the 256-bin histogram version took 1.14 ms for one
-131072-column row (~3.5 us per 2048-column block); 16 bins with the early stop take 0.40 ms
-(kernel alone). A one-hot histogram (compare against every bin, then sum) measured 2.5x slower.
-The op's argument checks add a device sync (they read row_ends / seq_lens).
-One program per row is latency-bound on long rows: splitting a row over several programs is the
-known next step (see the closing note of the top-k issue).
+1. ``_coarse_hist`` (rows x chunks): a 256-bin histogram of every chunk of every row over a
+   *coarse bin*, the top 8 bits of the order key of the value rounded to fp16 (sign, exponent,
+   two mantissa bits: four bins per octave). Any order-preserving map works here, because the
+   coarse bin only sorts elements into "surely in", "surely out" and "decide later".
+2. ``_coarse_scan`` (rows): sums the chunk histograms, finds the threshold bin b* holding the
+   k-th largest element, and gives every chunk its exclusive offsets for "above b*" and "in b*".
+3. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
+   straight into ``indices`` (column order), and compacts the elements in b* (order key and
+   offset) into a candidate buffer of ``cap`` slots per row.
+4. ``_finish`` (rows): an exact radix select (4-bit digits, stopping as soon as every element
+   sharing the prefix is needed) over the candidates for the remaining ``k - above`` slots, then
+   ``-1`` in the unused slots. If b* held more than ``cap`` elements (data whose values crowd
+   one quarter-octave), the candidates are read from the row itself, filtered by b*: slower,
+   same result.
+
+Offsets come from prefix sums, not atomics, so the output (set and order: elements above b* in
+column order, then the chosen candidates in column order; equal values taken lowest column
+first) depends only on the row, whatever the chunking or the rest of the batch.
+
+Window values (row_starts / row_ends / seq_lens) are checked inside the kernels: they are
+clamped so no read leaves the row, and a per-row error code is written; the op reads the codes
+once after launching (one synchronisation) and raises the contract error.
 """
 
 from __future__ import annotations
@@ -25,10 +36,20 @@ from harness.device import triton_unavailable_reason
 from harness.registry import register
 from kernels.topk import validate
 
-BLOCK = 8192
-SLOT_BLOCK = 1024
-NUM_WARPS = 8
+COARSE_BITS = 8
+HIST_TILE = 2048
+HIST_WARPS = 8
+FILTER_TILE = 1024
+FILTER_WARPS = 4
+FINISH_TILE = 1024
+SMALL_TILE = 512
+REG_TILE = 4096
 RADIX = 4
+SLOT_BLOCK = 1024
+SCAN_SPLITS = 64
+MAX_CHUNK = 16384
+TARGET_PROGRAMS = 1024
+CANDIDATE_BUDGET = 1 << 23
 
 _REASON = triton_unavailable_reason()
 _AVAILABLE = _REASON is None
@@ -41,57 +62,285 @@ def _order_key(v):
 
 
 @triton.jit
-def _topk_rows(logits_ptr, starts_ptr, ends_ptr, idx_ptr, stride0, stride1, idx_stride0,
-               idx_stride1, top_k, BLOCK: tl.constexpr, SLOT_BLOCK: tl.constexpr,
-               RADIX: tl.constexpr):
+def _coarse_bin(v, BITS: tl.constexpr):
+    h = v.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
+    key = tl.where(h >= 0x8000, h ^ 0xFFFF, h | 0x8000)
+    return key >> (16 - BITS)
+
+
+@triton.jit
+def _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE: tl.constexpr):
+    """Clamped [start, end) of row r and an error code (0 fine, 1 end < start, 2 start < 0,
+    3 end beyond the logits' columns). Decode: ``ends_ptr`` is seq_lens, flattened when 2-D
+    (then next_n is passed as 1)."""
+    if DECODE:
+        start = tl.zeros((), tl.int64)
+        end = tl.load(ends_ptr + r // next_n).to(tl.int64) - next_n + (r % next_n) + 1
+        end = tl.maximum(end, 0)
+    else:
+        start = tl.load(starts_ptr + r).to(tl.int64)
+        end = tl.load(ends_ptr + r).to(tl.int64)
+    code = tl.where(end < start, 1, tl.where(start < 0, 2, tl.where(end > n_cols, 3, 0)))
+    start = tl.minimum(tl.maximum(start, 0), n_cols)
+    end = tl.minimum(tl.maximum(end, start), n_cols)
+    return start, end, code
+
+
+@triton.jit
+def _last_of_row(ticket_ptr, r, n_chunks):
+    """True in the program that finishes row r's phase last. The barrier puts every thread's
+    writes before the gpu-scope release of the ticket (the pattern of a grid sync), so the last
+    program sees them all once it has acquired the ticket."""
+    tl.debug_barrier()
+    return tl.atomic_add(ticket_ptr + r, 1, sem="acq_rel", scope="gpu") == n_chunks - 1
+
+
+@triton.jit
+def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, stride0, stride1, next_n,
+                 n_cols, top_k, n_rows, n_chunks, chunk, info_at, offs_at,
+                 DECODE: tl.constexpr, TILE: tl.constexpr, BITS: tl.constexpr,
+                 SPLITS: tl.constexpr):
+    """Phase 1 (every chunk), then phase 2 (scan) in the row's last program."""
+    NBINS: tl.constexpr = 1 << BITS
     r = tl.program_id(0).to(tl.int64)
-    start = tl.load(starts_ptr + r)
-    end = tl.load(ends_ptr + r)
-    length = tl.maximum(end - start, 0)
-    count = tl.minimum(length, top_k)
+    s = tl.program_id(1)
+    start, end, code = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
+    if (s == 0) & (code != 0):
+        tl.atomic_max(sync_ptr + 2 * n_rows, code)
+    lo = start + s * chunk
+    hi = tl.minimum(lo + chunk, end)
+    hist = tl.zeros((NBINS,), dtype=tl.int32)
+    if end - start > top_k:
+        row_ptr = logits_ptr + r * stride0
+        for c0 in range(lo, hi, TILE):
+            cols = c0 + tl.arange(0, TILE)
+            m = cols < hi
+            v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
+            hist += tl.histogram(_coarse_bin(v, BITS), NBINS, mask=m)
+    row_hist = ws_ptr + r * n_chunks * NBINS
+    row_total = sync_ptr + 2 * n_rows + 1 + r * NBINS
+    tl.store(row_hist + s * NBINS + tl.arange(0, NBINS), hist)
+    tl.atomic_add(row_total + tl.arange(0, NBINS), hist, sem="relaxed", scope="gpu")
+    if _last_of_row(sync_ptr, r, n_chunks):
+        _scan_row(row_hist, row_total, ws_ptr + info_at + r * 4,
+                  ws_ptr + offs_at + r * n_chunks * 2, end - start, top_k, n_chunks, NBINS,
+                  SPLITS)
+
+
+@triton.jit
+def _scan_row(row_hist, row_total, info_ptr, offs_ptr, length, top_k, n_chunks,
+              NBINS: tl.constexpr, SPLITS: tl.constexpr):
+    """Threshold bin b*, the counts above and in it, and every chunk's exclusive offsets."""
+    bins = tl.arange(0, NBINS)
+    total = tl.load(row_total + bins, cache_modifier=".cg")
+    count = tl.minimum(length, top_k).to(tl.int32)
+    greater = tl.sum(total, 0) - tl.cumsum(total, 0)
+    hit = (greater < count) & (greater + total >= count)
+    b_star = tl.max(tl.where(hit, bins, -1), 0)
+    b_star = tl.where(length > top_k, b_star, -1)
+    above = tl.sum(tl.where(bins > b_star, total, 0), 0)
+    in_bin = tl.sum(tl.where(bins == b_star, total, 0), 0)
+    fields = tl.arange(0, 4)
+    tl.store(info_ptr + fields, tl.where(fields == 0, b_star, tl.where(fields == 1, above,
+                                                                        in_bin)), mask=fields < 3)
+    run_above = tl.zeros((), dtype=tl.int32)
+    run_in = tl.zeros((), dtype=tl.int32)
+    for s0 in range(0, n_chunks, SPLITS):
+        ss = s0 + tl.arange(0, SPLITS)
+        h = tl.load(row_hist + ss[:, None] * NBINS + bins[None, :], mask=ss[:, None] < n_chunks,
+                    other=0, cache_modifier=".cg")
+        a = tl.sum(tl.where(bins[None, :] > b_star, h, 0), 1)
+        e = tl.sum(tl.where(bins[None, :] == b_star, h, 0), 1)
+        tl.store(offs_ptr + ss * 2, run_above + tl.cumsum(a, 0) - a, mask=ss < n_chunks)
+        tl.store(offs_ptr + ss * 2 + 1, run_in + tl.cumsum(e, 0) - e, mask=ss < n_chunks)
+        run_above += tl.sum(a, 0)
+        run_in += tl.sum(e, 0)
+
+
+@triton.jit
+def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, stride0,
+                   stride1, idx_stride0, idx_stride1, next_n, n_cols, top_k, n_rows, n_chunks,
+                   chunk, info_at, offs_at, cand_at, cap, DECODE: tl.constexpr,
+                   TILE: tl.constexpr, FINISH_TILE: tl.constexpr, SMALL_TILE: tl.constexpr,
+                   REG_TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
+                   BITS: tl.constexpr):
+    """Phase 3 (every chunk), then phase 4 (finish) in the row's last program."""
+    r = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
+    lo = start + s * chunk
+    hi = tl.minimum(lo + chunk, end)
     row_ptr = logits_ptr + r * stride0
     out_ptr = idx_ptr + r * idx_stride0
-    offs = tl.arange(0, BLOCK)
-    bins = tl.arange(0, 1 << RADIX)
-    prefix = tl.zeros((), dtype=tl.uint32)
-    k_rem = count
+    info_ptr = ws_ptr + info_at + r * 4
+    ckey_ptr = ws_ptr + cand_at + r * cap
+    ccol_ptr = ckey_ptr + n_rows * cap
+    if end - start <= top_k:
+        for c0 in range(lo, hi, TILE):
+            cols = c0 + tl.arange(0, TILE)
+            rel = cols - start
+            tl.store(out_ptr + rel * idx_stride1, rel.to(tl.int32), mask=cols < hi)
+    else:
+        b_star = tl.load(info_ptr)
+        keep = tl.load(info_ptr + 2) <= cap
+        run_above = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2)
+        run_in = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2 + 1)
+        for c0 in range(lo, hi, TILE):
+            cols = c0 + tl.arange(0, TILE)
+            m = cols < hi
+            v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
+            b = _coarse_bin(v, BITS)
+            above = m & (b > b_star)
+            in_bin = m & (b == b_star)
+            packed = above.to(tl.int32) | (in_bin.to(tl.int32) << 16)
+            rank = tl.cumsum(packed, 0) - packed
+            rel = (cols - start).to(tl.int32)
+            pos = run_above + (rank & 0xFFFF)
+            tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, rel, mask=above)
+            if keep:
+                slot = run_in + (rank >> 16)
+                tl.store(ckey_ptr + slot, _order_key(v).to(tl.int32, bitcast=True), mask=in_bin)
+                tl.store(ccol_ptr + slot, rel, mask=in_bin)
+            total = tl.sum(packed, 0)
+            run_above += total & 0xFFFF
+            run_in += total >> 16
+    if _last_of_row(sync_ptr + n_rows, r, n_chunks):
+        _finish_row(row_ptr + start * stride1, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr,
+                    idx_stride1, end - start, top_k, cap, FINISH_TILE, SMALL_TILE, REG_TILE,
+                    RADIX, SLOT_BLOCK, BITS)
+
+
+@triton.jit
+def _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, base, n, b_star, from_row,
+                TILE: tl.constexpr, BITS: tl.constexpr):
+    """Order keys, local offsets and validity of candidates [base, base + TILE): the compacted
+    buffer, or (from_row) the row's elements in the threshold bin."""
+    i = base + tl.arange(0, TILE)
+    m = i < n
+    if from_row:
+        v = tl.load(row_ptr + i.to(tl.int64) * stride1, mask=m, other=0.0)
+        key = _order_key(v)
+        m = m & (_coarse_bin(v, BITS) == b_star)
+        col = i.to(tl.int32)
+    else:
+        key = tl.load(ckey_ptr + i, mask=m, other=0, cache_modifier=".cg")
+        key = key.to(tl.uint32, bitcast=True)
+        col = tl.load(ccol_ptr + i, mask=m, other=0, cache_modifier=".cg")
+    return key, col, m
+
+
+@triton.jit
+def _start_digit(lo_key, hi_key, RADIX: tl.constexpr):
+    """Lowest multiple of RADIX at and above which every candidate key agrees, and the agreed
+    prefix: digits above it would put every candidate in one bin."""
+    differ = lo_key ^ hi_key
     shift = 32
-    searching = length > top_k
+    while (shift > 0) & ((differ >> (shift - RADIX)) == 0):
+        shift -= RADIX
+    prefix = tl.where(shift >= 32, 0, (hi_key >> 1) >> tl.maximum(shift - 1, 0))
+    return shift, tl.where(shift == 0, hi_key, prefix)
+
+
+@triton.jit
+def _digit_hist(key, m, shift, prefix, RADIX: tl.constexpr):
+    m = m & (((key >> 1) >> (shift + RADIX - 1)) == prefix)
+    digit = ((key >> shift) & ((1 << RADIX) - 1)).to(tl.int32)
+    return tl.histogram(digit, 1 << RADIX, mask=m)
+
+
+@triton.jit
+def _pick_digit(hist, shift, prefix, k_rem, RADIX: tl.constexpr):
+    """The digit holding the k_rem-th largest key; returns the longer prefix, the count still
+    needed inside it, and whether to go on (not all of it needed, bits left)."""
+    bins = tl.arange(0, 1 << RADIX)
+    greater = tl.sum(hist, 0) - tl.cumsum(hist, 0)
+    hit = (greater < k_rem) & (greater + hist >= k_rem)
+    b = tl.max(tl.where(hit, bins, -1), 0)
+    k_rem -= tl.sum(tl.where(bins == b, greater, 0), 0)
+    prefix = (prefix << RADIX) | b.to(tl.uint32)
+    searching = (shift > 0) & (tl.sum(tl.where(bins == b, hist, 0), 0) != k_rem)
+    return prefix, k_rem, searching
+
+
+@triton.jit
+def _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr, idx_stride1):
+    """Writes every candidate above the prefix and the first k_rem equal to it (column order)."""
+    top = tl.where(shift == 0, key, (key >> 1) >> tl.maximum(shift - 1, 0))
+    top = tl.where(shift >= 32, 0, top)
+    eq = (m & (top == prefix)).to(tl.int32)
+    eq_rank = eq_seen + tl.cumsum(eq, 0) - eq
+    take = (m & (top > prefix)) | ((eq == 1) & (eq_rank < k_rem))
+    t = take.to(tl.int32)
+    pos = taken + tl.cumsum(t, 0) - t
+    tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, col, mask=take)
+    return taken + tl.sum(t, 0), eq_seen + tl.sum(eq, 0)
+
+
+@triton.jit
+def _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row, in_bin,
+                         k_rem, taken, out_ptr, idx_stride1, TILE: tl.constexpr,
+                         RADIX: tl.constexpr, BITS: tl.constexpr):
+    """The finishing select for at most TILE candidates, read once and kept in registers."""
+    key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, 0, n, b_star, from_row, TILE,
+                              BITS)
+    shift, prefix = _start_digit(tl.min(tl.where(m, key, 0xFFFFFFFF), 0),
+                                 tl.max(tl.where(m, key, 0), 0), RADIX)
+    searching = (in_bin != k_rem) & (shift > 0)
     while searching:
         shift -= RADIX
-        hist = tl.zeros((1 << RADIX,), dtype=tl.int32)
-        for c0 in range(start, end, BLOCK):
-            cols = c0 + offs
-            m = cols < end
-            v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
-            key = _order_key(v)
-            m = m & (((key >> 1) >> (shift + RADIX - 1)) == prefix)
-            digit = ((key >> shift) & ((1 << RADIX) - 1)).to(tl.int32)
-            hist += tl.histogram(digit, 1 << RADIX, mask=m)
-        greater = tl.sum(hist, 0) - tl.cumsum(hist, 0)
-        hit = (greater < k_rem) & (greater + hist >= k_rem)
-        b = tl.max(tl.where(hit, bins, -1), 0)
-        k_rem -= tl.sum(tl.where(bins == b, greater, 0), 0)
-        prefix = (prefix << RADIX) | b.to(tl.uint32)
-        in_bin = tl.sum(tl.where(bins == b, hist, 0), 0)
-        searching = (shift > 0) & (in_bin != k_rem)
-    taken = tl.zeros((), dtype=tl.int32)
-    eq_seen = tl.zeros((), dtype=tl.int32)
-    for c0 in range(start, end, BLOCK):
-        cols = c0 + offs
-        m = cols < end
-        v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
-        key = _order_key(v)
-        top = tl.where(shift == 0, key, (key >> 1) >> tl.maximum(shift - 1, 0))
-        top = tl.where(shift >= 32, 0, top)
-        eq = (m & (top == prefix)).to(tl.int32)
-        eq_rank = eq_seen + tl.cumsum(eq, 0) - eq
-        take = (m & (top > prefix)) | ((eq == 1) & (eq_rank < k_rem))
-        t = take.to(tl.int32)
-        pos = taken + tl.cumsum(t, 0) - t
-        tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, (cols - start).to(tl.int32), mask=take)
-        taken += tl.sum(t, 0)
-        eq_seen += tl.sum(eq, 0)
+        prefix, k_rem, searching = _pick_digit(_digit_hist(key, m, shift, prefix, RADIX), shift,
+                                               prefix, k_rem, RADIX)
+    _write_taken(key, col, m, shift, prefix, k_rem, taken, tl.zeros((), dtype=tl.int32), out_ptr,
+                 idx_stride1)
+
+
+@triton.jit
+def _finish_row(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_stride1, length,
+                top_k, cap, TILE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
+                RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr):
+    """Exact selection of the last ``k - above`` slots among the threshold bin's candidates,
+    then -1 in the unused slots. Up to REG_TILE candidates are read once and kept in registers
+    for every digit; more are streamed (from L2) once per digit."""
+    count = tl.minimum(length, top_k)
+    if length > top_k:
+        b_star = tl.load(info_ptr, cache_modifier=".cg")
+        taken = tl.load(info_ptr + 1, cache_modifier=".cg")
+        in_bin = tl.load(info_ptr + 2, cache_modifier=".cg")
+        k_rem = count.to(tl.int32) - taken
+        from_row = in_bin > cap
+        n = tl.where(from_row, length, in_bin)
+        if n <= SMALL_TILE:
+            _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row,
+                                 in_bin, k_rem, taken, out_ptr, idx_stride1, SMALL_TILE, RADIX,
+                                 BITS)
+        elif n <= REG_TILE:
+            _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row,
+                                 in_bin, k_rem, taken, out_ptr, idx_stride1, REG_TILE, RADIX,
+                                 BITS)
+        else:
+            lo_key = tl.full((), 0xFFFFFFFF, tl.uint32)
+            hi_key = tl.zeros((), dtype=tl.uint32)
+            for t0 in range(0, n, TILE):
+                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n, b_star,
+                                          from_row, TILE, BITS)
+                lo_key = tl.minimum(lo_key, tl.min(tl.where(m, key, 0xFFFFFFFF), 0))
+                hi_key = tl.maximum(hi_key, tl.max(tl.where(m, key, 0), 0))
+            shift, prefix = _start_digit(lo_key, hi_key, RADIX)
+            eq_seen = tl.zeros((), dtype=tl.int32)
+            searching = (in_bin != k_rem) & (shift > 0)
+            while searching:
+                shift -= RADIX
+                hist = tl.zeros((1 << RADIX,), dtype=tl.int32)
+                for t0 in range(0, n, TILE):
+                    key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n,
+                                              b_star, from_row, TILE, BITS)
+                    hist += _digit_hist(key, m, shift, prefix, RADIX)
+                prefix, k_rem, searching = _pick_digit(hist, shift, prefix, k_rem, RADIX)
+            for t0 in range(0, n, TILE):
+                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n, b_star,
+                                          from_row, TILE, BITS)
+                taken, eq_seen = _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen,
+                                              out_ptr, idx_stride1)
     slots = tl.arange(0, SLOT_BLOCK)
     for s0 in range(0, top_k, SLOT_BLOCK):
         s = s0 + slots
@@ -99,27 +348,73 @@ def _topk_rows(logits_ptr, starts_ptr, ends_ptr, idx_ptr, stride0, stride1, idx_
                  mask=(s >= count) & (s < top_k))
 
 
-def _launch(logits, starts, ends, indices, num_rows, stride0, stride1, top_k):
-    if num_rows == 0:
-        return
-    _topk_rows[(num_rows,)](logits, starts, ends, indices, stride0, stride1, indices.stride(0),
-                            indices.stride(1), int(top_k), BLOCK=BLOCK, SLOT_BLOCK=SLOT_BLOCK,
-                            RADIX=RADIX, num_warps=NUM_WARPS)
+def chunk_size(num_rows: int, n_cols: int) -> int:
+    """Columns per program: enough programs to fill the GPU, at most MAX_CHUNK each."""
+    want = triton.cdiv(num_rows * max(n_cols, 1), TARGET_PROGRAMS)
+    return min(MAX_CHUNK, max(HIST_TILE, FILTER_TILE, triton.next_power_of_2(want)))
+
+
+def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, top_k,
+           decode: bool) -> torch.Tensor:
+    """Both launches, no synchronisation. Returns the zero-initialised sync words: the row
+    tickets of the two launches, the largest window error code (0 = every window valid), then
+    every row's total coarse histogram."""
+    dev, n_cols = logits.device, logits.shape[1]
+    chunk = chunk_size(num_rows, n_cols)
+    n_chunks = max(1, triton.cdiv(n_cols, chunk))
+    cap = max(1, min(n_cols, CANDIDATE_BUDGET // num_rows))
+    nbins = 1 << COARSE_BITS
+    info_at = num_rows * n_chunks * nbins
+    offs_at = info_at + num_rows * 4
+    cand_at = offs_at + num_rows * n_chunks * 2
+    ws = torch.empty(cand_at + 2 * num_rows * cap, dtype=torch.int32, device=dev)
+    sync = torch.zeros(2 * num_rows + 1 + num_rows * nbins, dtype=torch.int32, device=dev)
+    top_k, next_n = int(top_k), int(next_n)
+    grid = (num_rows, n_chunks)
+    _coarse_hist[grid](logits, starts, ends, ws, sync, stride0, stride1, next_n, n_cols, top_k,
+                       num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
+                       TILE=HIST_TILE, BITS=COARSE_BITS, SPLITS=SCAN_SPLITS, num_warps=HIST_WARPS)
+    _coarse_filter[grid](logits, starts, ends, ws, sync, indices, stride0, stride1,
+                         indices.stride(0), indices.stride(1), next_n, n_cols, top_k, num_rows,
+                         n_chunks, chunk, info_at, offs_at, cand_at, cap, DECODE=decode,
+                         TILE=FILTER_TILE, FINISH_TILE=FINISH_TILE, SMALL_TILE=SMALL_TILE,
+                         REG_TILE=REG_TILE,
+                         RADIX=RADIX,
+                         SLOT_BLOCK=SLOT_BLOCK, BITS=COARSE_BITS, num_warps=FILTER_WARPS)
+    return sync
+
+
+def _raise_on_bad_windows(sync: torch.Tensor, num_rows: int, full_check) -> None:
+    """The op's one synchronisation: if a kernel flagged a window, the host check names it."""
+    code = int(sync[2 * num_rows])
+    if code != 0:
+        full_check()
+        raise validate.ContractError(
+            f"a row window is invalid (kernel error code {code}: 1 end < start, 2 start < 0, "
+            "3 end beyond the logits' columns) (contract: ../shared/spec/ops.md section 2)")
 
 
 @register("top_k_per_row_prefill", "triton", available=_AVAILABLE, reason=_REASON or "",
           batch_invariant=True)
 def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
                           top_k):
-    validate.check_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
-                           top_k)
-    _launch(logits, row_starts.contiguous(), row_ends.contiguous(), indices, int(num_rows),
-            stride0, stride1, top_k)
+    args = (logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k)
+    validate.check_prefill_args(*args)
+    if int(num_rows) == 0:
+        return
+    sync = launch(logits, row_starts.contiguous(), row_ends.contiguous(), 1, indices,
+                  int(num_rows), stride0, stride1, top_k, decode=False)
+    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_prefill(*args))
 
 
 @register("top_k_per_row_decode", "triton", available=_AVAILABLE, reason=_REASON or "",
           batch_invariant=True)
 def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
-    ends = validate.check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
-                                 top_k).to(torch.int32)
-    _launch(logits, torch.zeros_like(ends), ends, indices, int(num_rows), stride0, stride1, top_k)
+    args = (logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k)
+    validate.check_decode_args(*args)
+    if int(num_rows) == 0:
+        return
+    flat = seq_lens.dim() == 2
+    sync = launch(logits, None, seq_lens.reshape(-1).contiguous(), 1 if flat else next_n,
+                  indices, int(num_rows), stride0, stride1, top_k, decode=True)
+    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_decode(*args))

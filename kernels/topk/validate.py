@@ -30,13 +30,20 @@ def check_common(logits, indices, num_rows, stride0, stride1, top_k) -> None:
     _want(indices.device == logits.device, "indices and logits must be on one device")
 
 
-def check_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+def check_prefill_args(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
+                       top_k) -> None:
+    """Every check that needs no look at device values (no synchronisation)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
     for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
         _want(isinstance(t, torch.Tensor) and t.dtype == torch.int32 and t.dim() == 1
               and t.shape[0] >= num_rows,
               f"{name} must be int32 [>= num_rows={num_rows}], got "
               f"{getattr(t, 'dtype', type(t))} {tuple(getattr(t, 'shape', ()))}")
+        _want(t.device == logits.device, f"{name} must be on the logits' device {logits.device}")
+
+
+def check_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+    check_prefill_args(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k)
     if num_rows:
         s, e = row_starts[:num_rows].long(), row_ends[:num_rows].long()
         bad = torch.nonzero(e < s)
@@ -57,9 +64,9 @@ def decode_row_ends(seq_lens: torch.Tensor, next_n: int, num_rows: int) -> torch
     return ends[:num_rows].clamp_min(0)
 
 
-def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
-                 top_k) -> torch.Tensor:
-    """Checks the call and returns every row's valid length (see ``decode_row_ends``)."""
+def check_decode_args(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
+                      top_k) -> None:
+    """Every check that needs no look at device values (no synchronisation)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
     _want(int(next_n) >= 1, f"next_n must be >= 1, got {next_n}")
     _want(isinstance(seq_lens, torch.Tensor) and seq_lens.dtype == torch.int32
@@ -67,6 +74,13 @@ def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
           f"{getattr(seq_lens, 'dtype', type(seq_lens))} {tuple(getattr(seq_lens, 'shape', ()))}")
     rows = seq_lens.numel() if seq_lens.dim() == 2 else seq_lens.shape[0] * next_n
     _want(rows >= num_rows, f"seq_lens covers {rows} rows (batch*next_n) < num_rows={num_rows}")
+    _want(seq_lens.device == logits.device, f"seq_lens must be on the logits' device {logits.device}")
+
+
+def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
+                 top_k) -> torch.Tensor:
+    """Checks the call and returns every row's valid length (see ``decode_row_ends``)."""
+    check_decode_args(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k)
     ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
     if num_rows:
         _want(int(ends.max()) <= logits.shape[1],
