@@ -1,7 +1,8 @@
 """Benchmark (prints a table, asserts nothing): Triton top-k per row vs torch.topk.
 
     python benchmarks/bench_topk.py            # the issue's shapes, random and tie-heavy data
-    python benchmarks/bench_topk.py --tune     # launch constants of kernels/topk/triton.py
+    python benchmarks/bench_topk.py --tune [NAME=v1,v2 ...]   # launch constants of
+                                                             # kernels/topk/triton.py
 
 torch.topk runs on the full rows (what the issue measured); the Triton decode op gets every row
 valid to its last column, so both select k of the same N values. Two Triton columns:
@@ -67,31 +68,45 @@ def main() -> pd.DataFrame:
     return df
 
 
-TUNABLE = {"HIST_TILE": (1024, 2048, 4096), "HIST_WARPS": (4, 8), "FILTER_TILE": (512, 1024, 2048),
-           "FILTER_WARPS": (2, 4, 8), "FINISH_TILE": (512, 1024, 2048),
-           "TARGET_PROGRAMS": (512, 1024, 2048, 4096), "MAX_CHUNK": (8192, 16384, 32768)}
+TUNE_GRID = {"COARSE_BITS": (6, 7, 8), "SMALL_TILE": (256, 512, 1024)}
 
 
-def tune() -> None:
-    """Times each launch constant alone (the others at their defaults) on the random shapes."""
-    defaults = {name: getattr(tk, name) for name in TUNABLE}
+def tune(grid: dict = TUNE_GRID) -> pd.DataFrame:
+    """Times every combination of the given launch constants on the random-data shapes."""
+    defaults = {name: getattr(tk, name) for name in grid}
     cases = []
     for r, n, k in SHAPES:
-        logits = _logits(r, n, "random")
         seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
-        cases.append((r, n, k, logits, seq_lens, torch.empty(r, k, dtype=torch.int32,
-                                                              device="cuda")))
+        cases.append((r, n, k, _logits(r, n, "random"), seq_lens,
+                      torch.empty(r, k, dtype=torch.int32, device="cuda")))
     rows = []
-    for name, values in TUNABLE.items():
-        for value in values:
-            setattr(tk, name, value)
+    try:
+        for values in itertools.product(*grid.values()):
+            config = dict(zip(grid, values))
+            for name, value in config.items():
+                setattr(tk, name, value)
             for r, n, k, logits, seq_lens, idx in cases:
-                rows.append({"constant": name, "value": value, "shape": f"{r}x{n}",
-                             "ms": _bench(_kernels_only(logits, seq_lens, idx, r, n, k))})
-            setattr(tk, name, defaults[name])
-    df = pd.DataFrame(rows).pivot_table(index=["constant", "value"], columns="shape", values="ms")
-    print(df.to_string(float_format=lambda v: f"{v:.4f}"))
+                ms = _bench(_kernels_only(logits, seq_lens, idx, r, n, k))
+                t_torch = _bench(lambda: logits.topk(k, dim=1))
+                rows.append({**config, "shape": f"{r}x{n}", "speedup": t_torch / ms})
+    finally:
+        for name, value in defaults.items():
+            setattr(tk, name, value)
+    df = pd.DataFrame(rows).pivot_table(index=list(grid), columns="shape", values="speedup")
+    df["min"] = df.min(axis=1)
+    print("speedup vs torch.topk (kernels only), per launch-constant combination")
+    print(df.sort_values("min", ascending=False).to_string(float_format=lambda v: f"{v:.2f}"))
+    return df
+
+
+def _grid_from_args(args: list[str]) -> dict:
+    """``NAME=v1,v2 ...`` after --tune replaces the default grid."""
+    pairs = [a.split("=", 1) for a in args if "=" in a]
+    return {name: tuple(int(v) for v in values.split(",")) for name, values in pairs} or TUNE_GRID
 
 
 if __name__ == "__main__":
-    tune() if "--tune" in sys.argv else main()
+    if "--tune" in sys.argv:
+        tune(_grid_from_args(sys.argv[sys.argv.index("--tune") + 1:]))
+    else:
+        main()

@@ -62,3 +62,34 @@ def test_decode_data_shapes(target, record):
                    n=[300_000])
 def test_decode_near_300k_columns(target, record):
     _check(target, _decode_case(target), record)
+
+
+SELECT_PATHS = {
+    "registers, small tile": {},
+    "registers": {"SMALL_TILE": 16},
+    "streamed from the candidate buffer": {"SMALL_TILE": 16, "REG_TILE": 32, "FINISH_TILE": 64},
+    "streamed from the row (buffer overflow)": {"CANDIDATE_BUDGET": 1, "FINISH_TILE": 256},
+}
+"""Launch constants of kernels/topk/triton.py that route the finishing select of the sizes below
+through each of its paths (at their defaults only large rows reach the last three)."""
+
+
+@pytest.mark.parametrize("data", ["random", "ties"])
+@pytest.mark.parametrize("path", SELECT_PATHS)
+@pytest.mark.parametrize("coarse_bits", [6, 8])
+def test_triton_finishing_paths_match_reference(path, data, coarse_bits, monkeypatch):
+    from harness.registry import records
+    from harness.specs import Case, get_spec
+    from kernels.topk import triton as triton_topk
+
+    impl = records(OPS[0]).get("triton")
+    if impl is None or not impl.available:
+        pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
+    for name, value in {**SELECT_PATHS[path], "COARSE_BITS": coarse_bits}.items():
+        monkeypatch.setattr(triton_topk, name, value)
+    import torch
+
+    case = Case(OPS[0], 6, 0, 0, "cuda" if torch.cuda.is_available() else "cpu",
+                (("k", 64), ("n", 3000), ("seqs", 2), ("data", data)))
+    ev = evaluate(get_spec(OPS[0]), impl, case)
+    assert ev.passed, f"{path}, {data}: {ev.failures()}"

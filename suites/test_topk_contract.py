@@ -82,6 +82,9 @@ def _bad_calls(inputs):
         yield "row_ends < row_starts", {**inputs, "row_ends": ends}
     else:
         yield "next_n", {**inputs, "next_n": 0}
+        too_long = inputs["seq_lens"].clone()
+        too_long[-1] = inputs["logits"].shape[1] + 1
+        yield "needs", {**inputs, "seq_lens": too_long}
 
 
 @pytest.mark.sweep(tokens=[4], k=[K], n=[50], seqs=[2], next_n=[2])

@@ -1,29 +1,39 @@
 """Triton top-k per row: exact, with each row split over many programs.
 
-Four launches, no host synchronisation between them:
+Two launches, no host synchronisation between them:
 
-1. ``_coarse_hist`` (rows x chunks): a 256-bin histogram of every chunk of every row over a
-   *coarse bin*, the top 8 bits of the order key of the value rounded to fp16 (sign, exponent,
-   two mantissa bits: four bins per octave). Any order-preserving map works here, because the
-   coarse bin only sorts elements into "surely in", "surely out" and "decide later".
-2. ``_coarse_scan`` (rows): sums the chunk histograms, finds the threshold bin b* holding the
-   k-th largest element, and gives every chunk its exclusive offsets for "above b*" and "in b*".
-3. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
+1. ``_coarse_hist`` (rows x chunks): a histogram of every chunk of every row over a *coarse
+   bin*, the top 6 or 7 bits of the order key of the value rounded to fp16 (sign, exponent, at
+   most one mantissa bit; ``coarse_bits``). Any order-preserving map works here, because the
+   coarse bin only sorts elements into "surely in", "surely out" and "decide later". The last
+   program of a row to finish (a ticket counter) then scans: it finds the threshold bin b*
+   holding the k-th largest element and gives every chunk its exclusive offsets for "above b*"
+   and "in b*".
+2. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
    straight into ``indices`` (column order), and compacts the elements in b* (order key and
-   offset) into a candidate buffer of ``cap`` slots per row.
-4. ``_finish`` (rows): an exact radix select (4-bit digits, stopping as soon as every element
-   sharing the prefix is needed) over the candidates for the remaining ``k - above`` slots, then
-   ``-1`` in the unused slots. If b* held more than ``cap`` elements (data whose values crowd
-   one quarter-octave), the candidates are read from the row itself, filtered by b*: slower,
-   same result.
+   offset) into a candidate buffer of ``cap`` slots per row. The row's last program then runs
+   an exact radix select (4-bit digits, starting below the candidates' common key prefix,
+   stopping as soon as every element sharing the prefix is needed) for the remaining
+   ``k - above`` slots, and writes ``-1`` in the unused slots. Up to SMALL_TILE / REG_TILE
+   candidates are read once and kept in registers; more are streamed once per digit. If b*
+   held more than ``cap`` elements, the select reads the row itself, filtered by b*: slower,
+   same result (vLLM's "10LSBits" tie data, where every value of a row shares one bin, takes
+   this path: about 0.6 ms for a 131072-column row on the H100).
 
 Offsets come from prefix sums, not atomics, so the output (set and order: elements above b* in
 column order, then the chosen candidates in column order; equal values taken lowest column
 first) depends only on the row, whatever the chunking or the rest of the batch.
 
 Window values (row_starts / row_ends / seq_lens) are checked inside the kernels: they are
-clamped so no read leaves the row, and a per-row error code is written; the op reads the codes
-once after launching (one synchronisation) and raises the contract error.
+clamped so no access leaves the row, and the largest error code is kept; the op reads it once
+after launching (its one synchronisation) and raises the contract error.
+
+Measured on the H100 (``benchmarks/bench_topk.py``, k=2048, random data), the two launches
+against torch.topk: 64x131072 0.114-0.116 ms (1.85x), 64x300000 0.239 ms (1.9x), 2048x8192
+0.211 ms (2.0x); 1x131072 takes 26 us of GPU time (profiler) but 42-83 us per call, bound by
+the host cost of two Triton launches and a memset. Where the time goes for 64x131072: the
+histogram pass 33 us (a plain read of the logits takes 20), the filter pass about 35, the
+finishing select about 17 (a chain of dependent block-wide reductions in one program).
 """
 
 from __future__ import annotations
@@ -36,13 +46,13 @@ from harness.device import triton_unavailable_reason
 from harness.registry import register
 from kernels.topk import validate
 
-COARSE_BITS = 8
+COARSE_BITS = None
 HIST_TILE = 2048
 HIST_WARPS = 8
 FILTER_TILE = 1024
 FILTER_WARPS = 4
 FINISH_TILE = 1024
-SMALL_TILE = 512
+SMALL_TILE = 1024
 REG_TILE = 4096
 RADIX = 4
 SLOT_BLOCK = 1024
@@ -295,12 +305,26 @@ def _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_r
 
 
 @triton.jit
+def _key_range(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row, TILE: tl.constexpr,
+               BITS: tl.constexpr):
+    lo_key = tl.full((), 0xFFFFFFFF, tl.uint32)
+    hi_key = tl.zeros((), dtype=tl.uint32)
+    for t0 in range(0, n, TILE):
+        key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n, b_star, from_row,
+                                  TILE, BITS)
+        lo_key = tl.minimum(lo_key, tl.min(tl.where(m, key, 0xFFFFFFFF), 0))
+        hi_key = tl.maximum(hi_key, tl.max(tl.where(m, key, 0), 0))
+    return lo_key, hi_key
+
+
+@triton.jit
 def _finish_row(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_stride1, length,
                 top_k, cap, TILE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
                 RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr):
     """Exact selection of the last ``k - above`` slots among the threshold bin's candidates,
     then -1 in the unused slots. Up to REG_TILE candidates are read once and kept in registers
-    for every digit; more are streamed (from L2) once per digit."""
+    for every digit; more (or a bin that overflowed the buffer: the row itself is read, filtered
+    by the bin) are streamed once per digit."""
     count = tl.minimum(length, top_k)
     if length > top_k:
         b_star = tl.load(info_ptr, cache_modifier=".cg")
@@ -318,13 +342,8 @@ def _finish_row(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_str
                                  in_bin, k_rem, taken, out_ptr, idx_stride1, REG_TILE, RADIX,
                                  BITS)
         else:
-            lo_key = tl.full((), 0xFFFFFFFF, tl.uint32)
-            hi_key = tl.zeros((), dtype=tl.uint32)
-            for t0 in range(0, n, TILE):
-                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n, b_star,
-                                          from_row, TILE, BITS)
-                lo_key = tl.minimum(lo_key, tl.min(tl.where(m, key, 0xFFFFFFFF), 0))
-                hi_key = tl.maximum(hi_key, tl.max(tl.where(m, key, 0), 0))
+            lo_key, hi_key = _key_range(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star,
+                                        from_row, TILE, BITS)
             shift, prefix = _start_digit(lo_key, hi_key, RADIX)
             eq_seen = tl.zeros((), dtype=tl.int32)
             searching = (in_bin != k_rem) & (shift > 0)
@@ -348,6 +367,16 @@ def _finish_row(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_str
                  mask=(s >= count) & (s < top_k))
 
 
+def coarse_bits(top_k: int, n_cols: int) -> int:
+    """Bits of the coarse bin: 64 bins (one per octave) when the k-th value sits in the sparse
+    tail, 128 (half octaves) when k is a large share of the row, where a one-octave bin would
+    hold too many candidates. tl.histogram's cost grows with the bin count: on the H100, 256
+    bins made the histogram pass 2.3x a plain read, 64 bins 1.6x."""
+    if COARSE_BITS is not None:
+        return COARSE_BITS
+    return 7 if top_k * 16 > n_cols else 6
+
+
 def chunk_size(num_rows: int, n_cols: int) -> int:
     """Columns per program: enough programs to fill the GPU, at most MAX_CHUNK each."""
     want = triton.cdiv(num_rows * max(n_cols, 1), TARGET_PROGRAMS)
@@ -363,7 +392,8 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     chunk = chunk_size(num_rows, n_cols)
     n_chunks = max(1, triton.cdiv(n_cols, chunk))
     cap = max(1, min(n_cols, CANDIDATE_BUDGET // num_rows))
-    nbins = 1 << COARSE_BITS
+    bits = coarse_bits(int(top_k), n_cols)
+    nbins = 1 << bits
     info_at = num_rows * n_chunks * nbins
     offs_at = info_at + num_rows * 4
     cand_at = offs_at + num_rows * n_chunks * 2
@@ -373,14 +403,13 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     grid = (num_rows, n_chunks)
     _coarse_hist[grid](logits, starts, ends, ws, sync, stride0, stride1, next_n, n_cols, top_k,
                        num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
-                       TILE=HIST_TILE, BITS=COARSE_BITS, SPLITS=SCAN_SPLITS, num_warps=HIST_WARPS)
+                       TILE=HIST_TILE, BITS=bits, SPLITS=SCAN_SPLITS, num_warps=HIST_WARPS)
     _coarse_filter[grid](logits, starts, ends, ws, sync, indices, stride0, stride1,
                          indices.stride(0), indices.stride(1), next_n, n_cols, top_k, num_rows,
                          n_chunks, chunk, info_at, offs_at, cand_at, cap, DECODE=decode,
                          TILE=FILTER_TILE, FINISH_TILE=FINISH_TILE, SMALL_TILE=SMALL_TILE,
-                         REG_TILE=REG_TILE,
-                         RADIX=RADIX,
-                         SLOT_BLOCK=SLOT_BLOCK, BITS=COARSE_BITS, num_warps=FILTER_WARPS)
+                         REG_TILE=REG_TILE, RADIX=RADIX,
+                         SLOT_BLOCK=SLOT_BLOCK, BITS=bits, num_warps=FILTER_WARPS)
     return sync
 
 
