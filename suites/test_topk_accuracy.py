@@ -77,7 +77,8 @@ through each of its paths (at their defaults only large rows reach the last thre
 @pytest.mark.parametrize("data", ["random", "ties"])
 @pytest.mark.parametrize("path", SELECT_PATHS)
 @pytest.mark.parametrize("coarse_bits", [6, 8])
-def test_triton_finishing_paths_match_reference(path, data, coarse_bits, monkeypatch):
+@pytest.mark.parametrize("finish", ["in the filter launch", "own launch"])
+def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish, monkeypatch):
     from harness.registry import records
     from harness.specs import Case, get_spec
     from kernels.topk import triton as triton_topk
@@ -85,7 +86,9 @@ def test_triton_finishing_paths_match_reference(path, data, coarse_bits, monkeyp
     impl = records(OPS[0]).get("triton")
     if impl is None or not impl.available:
         pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
-    for name, value in {**SELECT_PATHS[path], "COARSE_BITS": coarse_bits}.items():
+    constants = {**SELECT_PATHS[path], "COARSE_BITS": coarse_bits,
+                 "SPLIT_FINISH": int(finish == "own launch")}
+    for name, value in constants.items():
         monkeypatch.setattr(triton_topk, name, value)
     import torch
 

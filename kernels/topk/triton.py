@@ -1,6 +1,6 @@
 """Triton top-k per row: exact, with each row split over many programs.
 
-Two launches, no host synchronisation between them:
+Two or three launches, no host synchronisation between them:
 
 1. ``_coarse_hist`` (rows x chunks): a histogram of every chunk of every row over a *coarse
    bin*, the top 6 or 7 bits of the order key of the value rounded to fp16 (sign, exponent, at
@@ -11,29 +11,29 @@ Two launches, no host synchronisation between them:
    and "in b*".
 2. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
    straight into ``indices`` (column order), and compacts the elements in b* (order key and
-   offset) into a candidate buffer of ``cap`` slots per row. The row's last program then runs
-   an exact radix select (4-bit digits, starting below the candidates' common key prefix,
-   stopping as soon as every element sharing the prefix is needed) for the remaining
-   ``k - above`` slots, and writes ``-1`` in the unused slots. Up to SMALL_TILE / REG_TILE
-   candidates are read once and kept in registers; more are streamed once per digit. If b*
-   held more than ``cap`` elements, the select reads the row itself, filtered by b*: slower,
-   same result (vLLM's "10LSBits" tie data, where every value of a row shares one bin, takes
-   this path: about 0.6 ms for a 131072-column row on the H100).
+   offset) into a candidate buffer of ``cap`` slots per row.
+3. The finishing select (``_finish_row``), in the row's last filter program for small calls or
+   in its own launch (``_finish_rows``, see ``split_finish``): an exact radix select (4-bit
+   digits, starting below the candidates' common key prefix, stopping as soon as every element
+   sharing the prefix is needed) for the remaining ``k - above`` slots, then ``-1`` in the
+   unused slots. Up to SMALL_TILE / REG_TILE candidates are read once and kept in registers;
+   more are streamed once per digit. If b* held more than ``cap`` elements, the select reads
+   the row itself, filtered by b*: slower, same result (vLLM's "10LSBits" tie data, where every
+   value of a row shares one bin, takes this path: about 0.6 ms for a 131072-column row).
 
 Offsets come from prefix sums, not atomics, so the output (set and order: elements above b* in
 column order, then the chosen candidates in column order; equal values taken lowest column
-first) depends only on the row, whatever the chunking or the rest of the batch.
+first) depends only on the row, whatever the chunking, the launch split or the rest of the batch.
 
 Window values (row_starts / row_ends / seq_lens) are checked inside the kernels: they are
 clamped so no access leaves the row, and the largest error code is kept; the op reads it once
 after launching (its one synchronisation) and raises the contract error.
 
-Measured on the H100 (``benchmarks/bench_topk.py``, k=2048, random data), the two launches
-against torch.topk: 64x131072 0.114-0.116 ms (1.85x), 64x300000 0.239 ms (1.9x), 2048x8192
-0.211 ms (2.0x); 1x131072 takes 26 us of GPU time (profiler) but 42-83 us per call, bound by
-the host cost of two Triton launches and a memset. Where the time goes for 64x131072: the
-histogram pass 33 us (a plain read of the logits takes 20), the filter pass about 35, the
-finishing select about 17 (a chain of dependent block-wide reductions in one program).
+Measured on the H100 (``benchmarks/bench_topk.py``, k=2048, random data, two runs), the launches
+against torch.topk: 64x131072 0.104 ms (2.0x), 64x300000 0.228 ms (2.0x), 2048x8192 0.208 ms
+(2.1x), 1x131072 0.031-0.050 ms (2.0-3.1x; 23 us of GPU time, the rest is the host cost of
+Triton launches). For 64x131072 the histogram pass takes 33 us (a plain read of the logits 20),
+the filter 42, the finishing select 16.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ FINISH_TILE = 1024
 SMALL_TILE = 1024
 REG_TILE = 4096
 RADIX = 4
+SPLIT_FINISH = None
+SPLIT_MIN_ELEMENTS = 1 << 20
+FINISH_WARPS = 8
 SLOT_BLOCK = 1024
 SCAN_SPLITS = 64
 MAX_CHUNK = 16384
@@ -173,7 +176,7 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
                    chunk, info_at, offs_at, cand_at, cap, DECODE: tl.constexpr,
                    TILE: tl.constexpr, FINISH_TILE: tl.constexpr, SMALL_TILE: tl.constexpr,
                    REG_TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
-                   BITS: tl.constexpr):
+                   BITS: tl.constexpr, SPLIT_FINISH: tl.constexpr):
     """Phase 3 (every chunk), then phase 4 (finish) in the row's last program."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
@@ -214,10 +217,26 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
             total = tl.sum(packed, 0)
             run_above += total & 0xFFFF
             run_in += total >> 16
-    if _last_of_row(sync_ptr + n_rows, r, n_chunks):
-        _finish_row(row_ptr + start * stride1, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr,
-                    idx_stride1, end - start, top_k, cap, FINISH_TILE, SMALL_TILE, REG_TILE,
-                    RADIX, SLOT_BLOCK, BITS)
+    if not SPLIT_FINISH:
+        if _last_of_row(sync_ptr + n_rows, r, n_chunks):
+            _finish_row(row_ptr + start * stride1, stride1, info_ptr, ckey_ptr, ccol_ptr,
+                        out_ptr, idx_stride1, end - start, top_k, cap, FINISH_TILE, SMALL_TILE,
+                        REG_TILE, RADIX, SLOT_BLOCK, BITS)
+
+
+@triton.jit
+def _finish_rows(logits_ptr, starts_ptr, ends_ptr, ws_ptr, idx_ptr, stride0, stride1,
+                 idx_stride0, idx_stride1, next_n, n_cols, top_k, n_rows, info_at, cand_at, cap,
+                 DECODE: tl.constexpr, FINISH_TILE: tl.constexpr, SMALL_TILE: tl.constexpr,
+                 REG_TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
+                 BITS: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
+    ckey_ptr = ws_ptr + cand_at + r * cap
+    _finish_row(logits_ptr + r * stride0 + start * stride1, stride1, ws_ptr + info_at + r * 4,
+                ckey_ptr, ckey_ptr + n_rows * cap, idx_ptr + r * idx_stride0, idx_stride1,
+                end - start, top_k, cap, FINISH_TILE, SMALL_TILE, REG_TILE, RADIX, SLOT_BLOCK,
+                BITS)
 
 
 @triton.jit
@@ -377,6 +396,16 @@ def coarse_bits(top_k: int, n_cols: int) -> int:
     return 7 if top_k * 16 > n_cols else 6
 
 
+def split_finish(num_rows: int, n_cols: int) -> bool:
+    """Finish in a third launch (lean filter kernel: the finishing select's registers no longer
+    limit the filter's occupancy; 64x131072 went from 69 to 42 + 15 us on the H100) unless the
+    call is so small that the host cost of one more launch dominates (1x131072: 26 us of GPU
+    time against about 20 us per Triton launch)."""
+    if SPLIT_FINISH is not None:
+        return bool(SPLIT_FINISH)
+    return num_rows * n_cols >= SPLIT_MIN_ELEMENTS
+
+
 def chunk_size(num_rows: int, n_cols: int) -> int:
     """Columns per program: enough programs to fill the GPU, at most MAX_CHUNK each."""
     want = triton.cdiv(num_rows * max(n_cols, 1), TARGET_PROGRAMS)
@@ -393,6 +422,7 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     n_chunks = max(1, triton.cdiv(n_cols, chunk))
     cap = max(1, min(n_cols, CANDIDATE_BUDGET // num_rows))
     bits = coarse_bits(int(top_k), n_cols)
+    split = split_finish(num_rows, n_cols)
     nbins = 1 << bits
     info_at = num_rows * n_chunks * nbins
     offs_at = info_at + num_rows * 4
@@ -408,8 +438,15 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
                          indices.stride(0), indices.stride(1), next_n, n_cols, top_k, num_rows,
                          n_chunks, chunk, info_at, offs_at, cand_at, cap, DECODE=decode,
                          TILE=FILTER_TILE, FINISH_TILE=FINISH_TILE, SMALL_TILE=SMALL_TILE,
-                         REG_TILE=REG_TILE, RADIX=RADIX,
-                         SLOT_BLOCK=SLOT_BLOCK, BITS=bits, num_warps=FILTER_WARPS)
+                         REG_TILE=REG_TILE, RADIX=RADIX, SLOT_BLOCK=SLOT_BLOCK, BITS=bits,
+                         SPLIT_FINISH=split, num_warps=FILTER_WARPS)
+    if split:
+        _finish_rows[(num_rows,)](logits, starts, ends, ws, indices, stride0, stride1,
+                                  indices.stride(0), indices.stride(1), next_n, n_cols, top_k,
+                                  num_rows, info_at, cand_at, cap, DECODE=decode,
+                                  FINISH_TILE=FINISH_TILE, SMALL_TILE=SMALL_TILE,
+                                  REG_TILE=REG_TILE, RADIX=RADIX, SLOT_BLOCK=SLOT_BLOCK, BITS=bits,
+                                  num_warps=FINISH_WARPS)
     return sync
 
 
