@@ -6,9 +6,9 @@
 
 torch.topk runs on the full rows (what the issue measured); the Triton decode op gets every row
 valid to its last column, so both select k of the same N values. Two Triton columns:
-``triton op`` is the registered op (argument checks, two launches, and the one synchronisation
-that reads the kernels' window-error codes); ``triton kernels`` is the same two launches without
-that read (how a serving system would call them: no host sync, graph-capturable).
+``triton op`` is the registered op (argument checks, two or three launches, and the one
+synchronisation that reads the kernels' window-error codes); ``triton kernels`` is the same
+launches without that read (how a serving system would call them: no host synchronisation).
 ``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits generator), so the whole row
 lands in one coarse bin and the finishing select reads the row itself: the slow path, shown so the
 fast one is not mistaken for the only one.
