@@ -177,7 +177,8 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
                    TILE: tl.constexpr, FINISH_TILE: tl.constexpr, SMALL_TILE: tl.constexpr,
                    REG_TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
                    BITS: tl.constexpr, SPLIT_FINISH: tl.constexpr):
-    """Phase 3 (every chunk), then phase 4 (finish) in the row's last program."""
+    """Phase 3 (every chunk), then, unless SPLIT_FINISH, phase 4 (finish) in the row's last
+    program."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
@@ -414,8 +415,8 @@ def chunk_size(num_rows: int, n_cols: int) -> int:
 
 def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, top_k,
            decode: bool) -> torch.Tensor:
-    """Both launches, no synchronisation. Returns the zero-initialised sync words: the row
-    tickets of the two launches, the largest window error code (0 = every window valid), then
+    """All launches, no synchronisation. Returns the zero-initialised sync words: the row
+    tickets of the histogram and filter launches, the largest window error code (0 = every window valid), then
     every row's total coarse histogram."""
     dev, n_cols = logits.device, logits.shape[1]
     chunk = chunk_size(num_rows, n_cols)
