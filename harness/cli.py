@@ -49,14 +49,14 @@ def cmd_run(args) -> int:
 
     from harness.device import configure_triton
     from harness.profiles import default_profile_name
-    from harness.report import write_meta, write_summary
+    from harness.report import write_summary
 
     configure_triton()
     profile = args.profile or default_profile_name()
     folder = _report_folder(args.output)
     pytest_args = [str(pathlib.Path(__file__).resolve().parent.parent / "suites"),
-                   "--profile", profile, "--report-dir", str(folder),
-                   f"--junitxml={folder / 'junit.xml'}", "-q", "-p", "no:cacheprovider"]
+                   "--profile", profile, "--report-dir", str(folder), "-q",
+                   "-p", "no:cacheprovider"]
     if args.ops:
         pytest_args += ["-k", " or ".join(args.ops)]
     for name in args.impl:
@@ -69,18 +69,14 @@ def cmd_run(args) -> int:
         pytest_args += ["--device", args.device]
     if args.workers:
         pytest_args += ["-n", str(args.workers)]
-    started = datetime.datetime.now()
     code = pytest.main(pytest_args + list(args.pytest_args))
-    write_meta(folder, profile=profile, pytest_exit=int(code), started=started.isoformat(),
-               seconds=(datetime.datetime.now() - started).total_seconds(),
-               argv=sys.argv[1:])
     baseline = _baseline(args.compare_to, folder, profile)
     regressions = 0
     if baseline is not None:
         from harness.trend import write_trend
 
         _, regressions = write_trend(baseline, folder)
-    write_summary(folder, profile=profile, pytest_exit=code)
+        write_summary(folder, profile=profile, pytest_exit=code)
     print(f"report: {folder}" + (f" (trend against {baseline}: {regressions} worse)"
                                  if baseline is not None else ""))
     return _pytest_exit_to_verdict(code)

@@ -23,6 +23,7 @@ here" in the report; one named with ``--impl`` is collected as a skip carrying t
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import itertools
 import os
 import pathlib
@@ -63,13 +64,14 @@ def pytest_addoption(parser):
                     help="A,B: compare implementation B with A (and both with the reference)")
     group.addoption("--device", default=None, help="cuda or cpu (default: cuda when present)")
     group.addoption("--report-dir", default=os.environ.get("HARNESS_REPORT_DIR"),
-                    help="write the result rows (CSV, JSON) here at the end of the session")
+                    help="write the report folder here: result rows (CSV, JSON), junit.xml, "
+                         "run.json, summary.md, report.html")
 
 
-def _pin_worker_gpu() -> None:
+def _pin_worker_gpu(config) -> None:
     """Under pytest-xdist on a multi-GPU host, worker gwN uses GPU N mod count (set before any
     CUDA context exists), so ``-n auto`` spreads the suites over the GPUs."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    worker = _xdist_worker(config) or ""
     if not worker.startswith("gw") or "CUDA_VISIBLE_DEVICES" in os.environ:
         return
     import torch
@@ -79,12 +81,23 @@ def _pin_worker_gpu() -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % count)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    _pin_worker_gpu()
+    _pin_worker_gpu(config)
+    folder = _report_dir(config)
+    if folder is not None:
+        # The test command itself writes the whole report folder (results, junit.xml, run.json,
+        # summary.md, report.html), so CI publishes it without running the suites twice.
+        folder.mkdir(parents=True, exist_ok=True)
+        if not config.option.xmlpath:
+            config.option.xmlpath = str(folder / "junit.xml")
     harness_device.configure_triton()
     config.addinivalue_line("markers", "sweep(*axes, **values): axes of the profile to expand")
     config.addinivalue_line("markers", "gpu: needs a CUDA/ROCm GPU; skipped with a reason elsewhere")
     config.addinivalue_line("markers", "e2e: end-to-end run against an inference server")
+    # pytest-xdist registers this marker only while it is active; runs with `-p no:xdist` (the
+    # CLI's subprocesses, a bisect) must still collect the suites that use it under --strict-markers.
+    config.addinivalue_line("markers", "xdist_group(name): run these tests in one xdist worker")
     from harness.plugins import ImplModuleError, load_impl_modules
 
     load_builtins()
@@ -177,11 +190,40 @@ def record():
     return SESSION.extend
 
 
+def _xdist_worker(config) -> str | None:
+    """This process's xdist worker id, from the config (not the environment, which a harness
+    subprocess started by a test inherits from its worker)."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput["workerid"] if workerinput else None
+
+
+def _report_dir(config) -> pathlib.Path | None:
+    folder = config.getoption("report_dir")
+    return pathlib.Path(folder) if folder else None
+
+
+def pytest_sessionstart(session):
+    session.config._harness_started = datetime.datetime.now()
+
+
 def pytest_sessionfinish(session, exitstatus):
-    folder = session.config.getoption("report_dir")
-    if folder and len(SESSION):
-        worker = os.environ.get("PYTEST_XDIST_WORKER")
-        SESSION.write(pathlib.Path(folder), stem=f"results-{worker}" if worker else "results")
+    folder = _report_dir(session.config)
+    if folder is None:
+        return
+    worker = _xdist_worker(session.config)
+    if len(SESSION):
+        SESSION.write(folder, stem=f"results-{worker}" if worker else "results")
+    if worker:
+        return
+    from harness.report import write_meta, write_summary
+
+    started = getattr(session.config, "_harness_started", datetime.datetime.now())
+    profile = get_profile(session.config.getoption("profile")).name
+    write_meta(folder, profile=profile, pytest_exit=int(exitstatus),
+               started=started.isoformat(),
+               seconds=(datetime.datetime.now() - started).total_seconds(),
+               argv=list(session.config.invocation_params.args))
+    write_summary(folder, profile=profile, pytest_exit=int(exitstatus))
 
 
 def pytest_runtest_teardown(item, nextitem):

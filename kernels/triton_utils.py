@@ -21,12 +21,17 @@ def to_bf16_rtne(x):
 def dot_bf16(a, b, acc, INTERPRETED: tl.constexpr):
     """``acc + a @ b`` for bf16 operands with fp32 accumulation.
 
-    Triton 3.6's interpreter multiplies bf16 operands as their raw uint16 bit patterns, so there
-    the operands go through fp32 (exact: every bf16 value is an fp32 value, and the products are
-    the same); on the GPU this is one bf16 tensor-core MMA.
+    On the GPU this is one bf16 tensor-core MMA. Under the interpreter it is computed without
+    ``tl.dot``, for two reasons: Triton 3.6's interpreter multiplies bf16 operands as their raw
+    uint16 bit patterns, and its ``tl.dot`` is numpy's BLAS ``matmul``, whose summation order
+    depends on the CPU's BLAS kernel (OpenBLAS's Haswell and Zen sgemm give a row different bits
+    depending on its place in the tile, so bitwise batch invariance failed on those CPUs only).
+    Here the products are exact in fp32 (bf16 x bf16) and summed in order along K, so a row's bits
+    depend on nothing but the row, on every CPU.
     """
     if INTERPRETED:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        prod = a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :]
+        return acc + tl.sum(prod, axis=1)
     return tl.dot(a, b, acc)
 
 

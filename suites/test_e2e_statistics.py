@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.e2e import stats
+from harness.e2e import fingerprint, stats
 from harness.e2e.judge import judge_level
 
 N, ACC, REPS, ALPHA_PER_TEST = 1319, 0.95, 4000, 0.005
@@ -92,14 +92,46 @@ def test_two_point_drop_on_1319_questions_is_a_regression_where_vllms_gate_passe
     assert judge_level(_level(1, golden_ok.tolist()), gold, None).verdict == "pass"
 
 
-def test_changed_greedy_outputs_are_a_regression_when_the_golden_forbids_them():
-    gold = {"name": "g", "judge": {"max_changed_fraction": 0.0},
+HERE = {key: "x" for key in fingerprint.KEYS}
+
+
+def _identity_golden():
+    return {"name": "g", "judge": {"max_changed_fraction": 0.0}, "fingerprint": HERE,
             "per_question": _level(1, [0] * 4, ["a b c", "d", "e", "f"])["per_question"],
             "metrics": _level(1, [0] * 4)["metrics"]}
-    same = judge_level(_level(1, [0] * 4, ["a b c", "d", "e", "f"]), gold, None)
+
+
+def test_changed_greedy_outputs_are_a_regression_when_the_golden_forbids_them():
+    gold = _identity_golden()
+    same = judge_level(_level(1, [0] * 4, ["a b c", "d", "e", "f"]), gold, None,
+                       run_fingerprint=HERE)
     assert same.verdict == "pass", same.reasons
-    changed = judge_level(_level(1, [0] * 4, ["a b X", "d", "e", "f"]), gold, None)
+    changed = judge_level(_level(1, [0] * 4, ["a b X", "d", "e", "f"]), gold, None,
+                          run_fingerprint=HERE)
     assert changed.verdict == "regression" and "char 4" in changed.reasons[0]
+
+
+@pytest.mark.parametrize("golden_fp,run_fp,why", [
+    (HERE, {**HERE, "cpu": "y"}, "cpu 'x' (golden) vs 'y' (here)"),
+    (None, HERE, "records no fingerprint"),
+    (HERE, {**HERE, "gpu": "unknown"}, "gpu unknown"),
+], ids=["other-cpu", "old-golden", "attached-server"])
+def test_exact_outputs_are_not_demanded_from_a_golden_made_elsewhere(golden_fp, run_fp, why):
+    gold = {**_identity_golden(), "fingerprint": golden_fp}
+    res = judge_level(_level(1, [0] * 4, ["a b X", "d", "e", "f"]), gold, None,
+                      run_fingerprint=run_fp)
+    assert res.verdict == "inconclusive", res.reasons
+    assert "produced elsewhere" in res.basis[0] and why in res.basis[0]
+
+
+def test_outputs_changed_across_levels_are_a_regression_where_the_server_forbids_it():
+    low = _level(1, [0] * 4, ["a", "b", "c", "d"])
+    high = _level(4, [0] * 4, ["a", "b", "C", "d"])
+    flagged = judge_level(high, None, low, max_changed_across_levels=0.0)
+    assert flagged.verdict == "regression" and "vs level 1 on 1/4" in flagged.reasons[0]
+    assert judge_level(_level(4, [0] * 4, ["a", "b", "c", "d"]), None, low,
+                       max_changed_across_levels=0.0).verdict == "pass"
+    assert judge_level(high, None, low).verdict == "inconclusive"
 
 
 def test_too_few_questions_without_identity_evidence_is_inconclusive():

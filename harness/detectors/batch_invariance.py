@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from harness.detectors import Finding, outputs_agree
+from harness.device import triton_interpreted
 from harness.registry import Implementation
 from harness.specs import Case, OpSpec
 
@@ -40,7 +41,8 @@ def check(spec: OpSpec, impl: Implementation, case: Case, n_probes: int = 3,
                          "hidden": case.hidden, "check": "batch_invariance",
                          "output": f"token{p}/{label}", "verdict": "fail" if bad else "pass",
                          "detail": "; ".join(bad)})
-    mode = "bitwise" if bitwise else "within tolerance"
+    mode = ("bitwise" + (" (Triton interpreter: numpy arithmetic with a BLAS-free dot)"
+                         if triton_interpreted() else "")) if bitwise else "within tolerance"
     message = "; ".join(problems[:4]) if problems else (
         f"probe tokens {probes} equal ({mode}) alone, in a batch of {len(small_idx)} and of {t}")
     return Finding("batch_invariance", spec.op, impl.name, not problems, message, rows)

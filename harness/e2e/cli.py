@@ -10,6 +10,11 @@ import json
 import pathlib
 
 EXIT = {"pass": 0, "regression": 1, "inconclusive": 125, "error": 125}
+CROSS_LEVEL_DEFAULT = {"llama-cpp": 0.0}
+"""Share of greedy outputs that may change between concurrency levels, by server kind:
+llama-cpp-python's server evaluates one request at a time, so none may; batching servers (vLLM)
+are not judged on it unless --max-changed-across-levels says so (e.g. 0 with batch-invariant
+kernels)."""
 SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -45,7 +50,8 @@ def config_from_args(args):
 
     kind, cmd = "attached", None
     if args.smollm or args.gguf:
-        kind, cmd = "llama-cpp", llama_cpp_command(args.gguf or smollm_gguf(), args.n_ctx)
+        kind, cmd = "llama-cpp", llama_cpp_command(args.gguf or smollm_gguf(), args.n_ctx,
+                                                   args.llama_arg or [])
     elif args.vllm_model:
         kind, cmd = "vllm", vllm_command(args.vllm_model, args.vllm_arg or [])
     elif args.server_cmd:
@@ -56,6 +62,13 @@ def config_from_args(args):
     levels = tuple(int(x) for x in args.levels.split(","))
     if any(lv < 1 for lv in levels):
         raise SystemExit(f"--levels {args.levels}: concurrency levels must be >= 1")
+    across = args.max_changed_across_levels
+    if across is None:
+        across = CROSS_LEVEL_DEFAULT.get(kind)
+    elif across.lower() == "none":
+        across = None
+    else:
+        across = float(across)
     return E2EConfig(
         output=pathlib.Path(args.output), levels=levels, base_url=args.base_url,
         server_cmd=cmd, server_env=_pairs(args.server_env, "--server-env"), server_kind=kind,
@@ -63,7 +76,8 @@ def config_from_args(args):
         gen_kwargs=_gen_kwargs(args.gen_kwargs), data_dir=args.data,
         ready_timeout=args.ready_timeout, level_timeout=args.level_timeout,
         request_timeout=args.request_timeout,
-        kernel_settings=_pairs(args.kernel_setting, "--kernel-setting"), hardware=args.hardware)
+        kernel_settings=_pairs(args.kernel_setting, "--kernel-setting"), hardware=args.hardware,
+        max_changed_across_levels=across)
 
 
 def cmd_e2e(args) -> int:
@@ -84,6 +98,38 @@ def cmd_e2e(args) -> int:
     return EXIT[summary["verdict"]]
 
 
+def _record(args) -> int:
+    """Run the levels against no golden and write the lowest one as a new golden."""
+    from harness.e2e import golden
+    from harness.e2e.run import run
+
+    like = golden.load(args.like) if args.like else None
+    if like is not None:
+        args.num_fewshot = like["task"]["num_fewshot"]
+        args.limit = like["task"]["limit"] if args.limit is None else args.limit
+        args.gen_kwargs = args.gen_kwargs or ",".join(
+            f"{k}={v}" for k, v in (like["task"].get("gen_kwargs") or {}).items())
+    if args.output is None:
+        from harness.cli import _report_folder
+
+        args.output = str(_report_folder(None) / "golden-record")
+    args.golden = None
+    summary = run(config_from_args(args))
+    lowest = min(summary["meta"]["levels"])
+    level = json.loads((pathlib.Path(args.output) / "levels" / f"c{lowest}.json").read_text())
+    if level.get("error") or summary["verdict"] in ("error", "regression"):
+        raise golden.GoldenError(f"the recording run was not clean (verdict {summary['verdict']}"
+                                 f"): see {args.output}/e2e_summary.md; fix the server and retry")
+    judge = {**((like or {}).get("judge") or {}),
+             **{k: v for k, v in (("max_changed_fraction", args.max_changed_fraction),
+                                  ("max_drop", args.max_drop)) if v is not None}}
+    source = args.source or (f"harness golden record from {args.output}"
+                             + (f", settings like {like['name']}" if like else ""))
+    new = golden.from_level(level, summary["meta"], args.name, source, args.notes or "", judge)
+    print(f"wrote {golden.write(new, pathlib.Path(args.path) if args.path else None)}")
+    return 0
+
+
 def cmd_golden(args) -> int:
     from harness.e2e import golden
 
@@ -98,6 +144,8 @@ def cmd_golden(args) -> int:
             g = golden.load(args.name)
             print(json.dumps({k: v for k, v in g.items() if k != "per_question"}, indent=1)
                   if args.action == "show" else f"{args.name}: valid")
+        elif args.action == "record":
+            return _record(args)
         elif args.action == "update":
             run_dir = pathlib.Path(args.run)
             summary = json.loads((run_dir / "e2e.json").read_text())
@@ -119,6 +167,36 @@ def cmd_golden(args) -> int:
 def add_parsers(sub) -> None:
     e2e = sub.add_parser("e2e", help="GSM8K through lm-eval per concurrency level, judged "
                          "against a golden baseline (0 pass, 1 regression, 125 inconclusive/error)")
+    _add_run_args(e2e)
+    e2e.add_argument("--golden", help="golden name (golden/gsm8k/NAME.json) or path")
+    e2e.set_defaults(func=cmd_e2e)
+
+    gold = sub.add_parser("golden", help="list, show, check, record or update golden baselines")
+    gsub = gold.add_subparsers(dest="action", required=True)
+    gsub.add_parser("list", help="the golden files and their numbers")
+    for action in ("show", "check"):
+        p = gsub.add_parser(action, help=f"{action} one golden file")
+        p.add_argument("name")
+    rec = gsub.add_parser("record", help="run a trusted server and write its lowest level as a "
+                          "golden, e.g. on a new machine: harness golden record --like GOLDEN "
+                          "--name NAME --smollm")
+    _add_run_args(rec)
+    rec.add_argument("--like", help="take the task settings (shots, limit, gen_kwargs) and judge "
+                     "settings of this golden")
+    upd = gsub.add_parser("update", help="write a golden file from a level of an e2e run")
+    upd.add_argument("--from", dest="run", required=True, help="e2e report folder")
+    upd.add_argument("--level", type=int, default=1)
+    for p in (rec, upd):
+        p.add_argument("--name", required=True)
+        p.add_argument("--source", help="provenance text (default: the run folder)")
+        p.add_argument("--notes")
+        p.add_argument("--max-changed-fraction", type=float)
+        p.add_argument("--max-drop", type=float)
+        p.add_argument("--path", help="write here instead of golden/gsm8k/NAME.json")
+    gold.set_defaults(func=cmd_golden)
+
+
+def _add_run_args(e2e) -> None:
     srv = e2e.add_argument_group("server (one of)")
     srv.add_argument("--base-url", help="a running OpenAI-compatible server, e.g. http://host:8000")
     srv.add_argument("--smollm", action="store_true",
@@ -128,6 +206,9 @@ def add_parsers(sub) -> None:
     srv.add_argument("--vllm-arg", action="append", help="extra `vllm serve` argument (repeat)")
     srv.add_argument("--server-env", action="append", help="KEY=VALUE for the launched server")
     srv.add_argument("--n-ctx", type=int, default=4096, help="llama.cpp context (default 4096)")
+    srv.add_argument("--llama-arg", action="append",
+                     help="extra llama.cpp server argument (repeat), e.g. --llama-arg=--type_k "
+                          "--llama-arg=8 for a q8_0 K cache")
     srv.add_argument("--model", help="model name to request (default: the server's first)")
     e2e.add_argument("--levels", default="1,8,32,128", help="client concurrency levels")
     e2e.add_argument("--limit", type=int, help="first N test questions (smoke runs)")
@@ -135,7 +216,6 @@ def add_parsers(sub) -> None:
     e2e.add_argument("--gen-kwargs", help="k=v,... passed to lm-eval (default: the task's greedy)")
     e2e.add_argument("--data", help="folder with GSM8K train.jsonl/test.jsonl "
                      "(default ../shared/data/gsm8k)")
-    e2e.add_argument("--golden", help="golden name (golden/gsm8k/NAME.json) or path")
     e2e.add_argument("--output", help="report folder (default reports/<timestamp>-<id>/e2e); "
                      "rerunning into it resumes finished levels")
     e2e.add_argument("--ready-timeout", type=float, default=600.0)
@@ -143,24 +223,10 @@ def add_parsers(sub) -> None:
     e2e.add_argument("--request-timeout", type=float, default=600.0)
     e2e.add_argument("--kernel-setting", action="append", help="KEY=VALUE recorded as provenance")
     e2e.add_argument("--hardware", default="", help="recorded as provenance")
+    e2e.add_argument("--max-changed-across-levels", metavar="FRACTION|none",
+                     help="share of greedy outputs that may differ from the lowest level's "
+                          "(default: 0 for llama.cpp, which serves one request at a time; not "
+                          "judged for other servers)")
     e2e.add_argument("server_cmd", nargs="*", metavar="-- CMD ARG",
                      help="after --: a server command to launch, as separate arguments, with "
                           "{host} and {port} filled in (no shell)")
-    e2e.set_defaults(func=cmd_e2e)
-
-    gold = sub.add_parser("golden", help="list, show, check or update golden baselines")
-    gsub = gold.add_subparsers(dest="action", required=True)
-    gsub.add_parser("list", help="the golden files and their numbers")
-    for action in ("show", "check"):
-        p = gsub.add_parser(action, help=f"{action} one golden file")
-        p.add_argument("name")
-    upd = gsub.add_parser("update", help="write a golden file from a level of an e2e run")
-    upd.add_argument("--from", dest="run", required=True, help="e2e report folder")
-    upd.add_argument("--name", required=True)
-    upd.add_argument("--level", type=int, default=1)
-    upd.add_argument("--source", help="provenance text (default: the run folder)")
-    upd.add_argument("--notes")
-    upd.add_argument("--max-changed-fraction", type=float)
-    upd.add_argument("--max-drop", type=float)
-    upd.add_argument("--path", help="write here instead of golden/gsm8k/NAME.json")
-    gold.set_defaults(func=cmd_golden)

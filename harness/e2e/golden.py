@@ -3,7 +3,7 @@
 A golden file is JSON (``golden/gsm8k/<name>.json``)::
 
     schema, name, model, server {kind, command, env, settings}, kernel_settings, hardware,
-    date, source, task {name, num_fewshot, limit, gen_kwargs, test_sha256},
+    fingerprint {server_kind, server_version, model_sha256, cpu, ...} (optional), date, source, task {name, num_fewshot, limit, gen_kwargs, test_sha256},
     metrics {"strict-match": {acc, stderr, n}, "flexible-extract": {...}},
     judge {alpha, max_drop, max_changed_fraction}, per_question [ {doc_id, doc_hash,
     strict-match, flexible-extract, response} ] or null, notes
@@ -66,6 +66,8 @@ def validate(data: Any, path: Any = "<memory>") -> dict:
         for name, m in metrics.items():
             if m["n"] != len(per_q):
                 _fail(path, f"metrics.{name}.n={m['n']} but per_question has {len(per_q)} entries")
+    if data.get("fingerprint") is not None and not isinstance(data["fingerprint"], dict):
+        _fail(path, "fingerprint must be an object (see harness/e2e/fingerprint.py) or absent")
     judge = {**DEFAULT_JUDGE, **(data.get("judge") or {})}
     if not 0 < judge["alpha"] < 0.5:
         _fail(path, f"judge.alpha must be in (0, 0.5), got {judge['alpha']}")
@@ -100,6 +102,7 @@ def from_level(level: dict, meta: dict, name: str, source: str, notes: str = "",
     return validate({
         "schema": 1, "name": name, "model": meta["model"], "server": meta["server"],
         "kernel_settings": meta.get("kernel_settings"), "hardware": meta.get("hardware", ""),
+        "fingerprint": meta.get("fingerprint"),
         "date": datetime.date.today().isoformat(),
         "source": source or f"harness e2e run {meta.get('run_dir', '')}, level {level['level']}",
         "task": meta["task"],

@@ -3,17 +3,29 @@
 Per level there are up to two comparisons (the golden; the run's lowest level), each a family
 of one one-sided test per metric at ``alpha / number_of_metrics`` (Bonferroni), so each
 comparison's false-alarm rate stays at most ``alpha``.
-Verdicts: ``regression`` when a test is significant or more greedy outputs changed than the
-golden allows; ``inconclusive`` when nothing is significant but the run could not have seen a
-``max_drop`` accuracy drop (too few questions) and no output-identity check vouches for it;
-``error`` when the level did not produce results; otherwise ``pass``.
+
+Greedy outputs are compared too, where they must be equal:
+- with the golden's outputs only when the golden's fingerprint (server build, model file,
+  hardware: :mod:`harness.e2e.fingerprint`) matches this run's, since a golden's exact outputs
+  hold only for what produced them; the golden then bounds the changed share
+  (``judge.max_changed_fraction``);
+- with the run's lowest level when the server's outputs must not depend on concurrency
+  (``max_changed_across_levels``: 0 for llama.cpp's server, which serves one request at a time;
+  not judged by default for batching servers such as vLLM). Changed outputs across levels are
+  what high-concurrency regressions (padded-buffer slicing, batch-dependent kernels) break.
+
+Verdicts: ``regression`` when a test is significant or more outputs changed than allowed;
+``inconclusive`` when nothing is significant but the run could not have seen a ``max_drop``
+accuracy drop (too few questions) and no output-identity check vouches for it; ``error`` when
+the level did not produce results; otherwise ``pass``. ``Judgement.basis`` says, per
+comparison, what was compared and why.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from harness.e2e import stats
+from harness.e2e import fingerprint, stats
 from harness.e2e.golden import DEFAULT_JUDGE, METRICS
 
 ORDER = ("pass", "inconclusive", "regression", "error")
@@ -28,6 +40,7 @@ class Judgement:
     tests: list[dict] = dataclasses.field(default_factory=list)
     changes: list[dict] = dataclasses.field(default_factory=list)
     min_detectable_drop: float | None = None
+    basis: list[str] = dataclasses.field(default_factory=list)
 
 
 def worst(verdicts) -> str:
@@ -80,13 +93,16 @@ def _paired_base(golden: dict, run: list[dict]) -> list[dict] | str:
     return [by_id[q["doc_id"]] for q in run]
 
 
-def judge_level(result: dict, golden: dict | None, lowest: dict | None) -> Judgement:
+def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
+                run_fingerprint: dict | None = None,
+                max_changed_across_levels: float | None = None) -> Judgement:
     level = result["level"]
     if result.get("error"):
         return Judgement(level, "error", [result["error"]])
     settings = {**DEFAULT_JUDGE, **((golden or {}).get("judge") or {})}
     comparisons = []
     reasons: list[str] = []
+    basis: list[str] = []
     run_q = result["per_question"]
     if golden is not None:
         if golden.get("per_question"):
@@ -94,18 +110,38 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None) -> Judge
             if isinstance(base, str):
                 return Judgement(level, "error", [f"cannot compare with golden "
                                                   f"{golden['name']}: {base}; record a golden for "
-                                                  "these questions (`harness golden update`)"])
-            comparisons.append(("golden", base, None))
+                                                  "these questions (`harness golden record`)"])
+            limit = settings["max_changed_fraction"]
+            differs = fingerprint.differences(golden.get("fingerprint"), run_fingerprint)
+            if limit is None:
+                basis.append("golden: paired McNemar test; outputs not judged (the golden sets "
+                             "no max_changed_fraction)")
+            elif differs:
+                basis.append("golden: paired McNemar test; exact outputs not required, the "
+                             "golden was produced elsewhere (" + "; ".join(differs[:3]) + ")")
+                limit = None
+            else:
+                basis.append(f"golden: paired McNemar test and exact outputs (fingerprint "
+                             f"matches; at most {limit:.0%} may change)")
+            comparisons.append(("golden", base, None, limit))
         else:
-            comparisons.append(("golden", None, golden["metrics"]))
+            basis.append("golden: one-sided two-proportion test on published accuracy (no "
+                         "per-question results)")
+            comparisons.append(("golden", None, golden["metrics"], None))
     if lowest is not None and lowest["level"] != level and not lowest.get("error"):
-        comparisons.append((f"level {lowest['level']}", lowest["per_question"], None))
+        against = f"level {lowest['level']}"
+        basis.append(f"{against} of this run: paired McNemar test; " + (
+            "outputs not judged across levels (this server may batch requests)"
+            if max_changed_across_levels is None else
+            f"exact outputs (at most {max_changed_across_levels:.0%} may change: this server's "
+            "outputs must not depend on concurrency)"))
+        comparisons.append((against, lowest["per_question"], None, max_changed_across_levels))
     if not comparisons:
         return Judgement(level, "inconclusive", ["no golden and no lower level to compare with; "
                                                  "pass --golden NAME"])
-    judgement = Judgement(level, "pass", reasons)
+    judgement = Judgement(level, "pass", reasons, basis=basis)
     mdes, identity_ok = [], None
-    for against, base, aggregate in comparisons:
+    for against, base, aggregate, limit in comparisons:
         alpha = settings["alpha"] / (len(METRICS) if aggregate is None else len(aggregate))
         for m in METRICS:
             if base is not None:
@@ -129,7 +165,6 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None) -> Judge
             rows = question_diff(base, run_q, against, level)
             judgement.changes += rows
             judged = [r for r in rows if "output_changed" in r]
-            limit = settings["max_changed_fraction"]
             if judged and limit is not None:
                 changed = [r for r in judged if r["output_changed"]]
                 frac = len(changed) / len(judged)
@@ -150,5 +185,8 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None) -> Judge
         judgement.verdict = "inconclusive"
         reasons.append(f"too few questions: the smallest drop this run could detect with 95% "
                        f"power is {judgement.min_detectable_drop:.3f} > max_drop "
-                       f"{settings['max_drop']}; raise --limit")
+                       f"{settings['max_drop']}, and no exact-output check vouches for this "
+                       "level; raise --limit, or record a golden on this machine from a trusted "
+                       "build (`harness golden record --like GOLDEN --name NAME ...`) so that "
+                       "outputs can be compared exactly")
     return judgement

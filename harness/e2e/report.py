@@ -34,6 +34,15 @@ def summary_markdown(summary: dict, changes: pd.DataFrame) -> str:
     for lv in summary["levels"]:
         for reason in lv.get("reasons") or []:
             lines.append(f"- c{lv['level']}: " + reason.replace("\n", "\n    "))
+    lines += ["", "## What each level was compared with", ""]
+    for lv in summary["levels"]:
+        for basis in lv.get("basis") or []:
+            lines.append(f"- c{lv['level']} vs {basis}")
+    fp = meta.get("fingerprint") or {}
+    if fp:
+        lines += ["", "Fingerprint of this run (exact outputs are compared with a golden only "
+                  "when all of it matches): " + ", ".join(f"{k}={v}" for k, v in fp.items()
+                                                          if k != "system_info")]
     if summary["tests"]:
         lines += ["", "## Tests", "", "```",
                   pd.DataFrame(summary["tests"])[["level", "against", "metric", "test", "drop",

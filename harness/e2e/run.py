@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.e2e import data, golden as golden_mod, lmeval, server as server_mod
+from harness.e2e import data, fingerprint, golden as golden_mod, lmeval, server as server_mod
 from harness.e2e.judge import judge_level, worst
 
 DEFAULT_LEVELS = (1, 8, 32, 128)
@@ -42,8 +42,11 @@ class E2EConfig:
     request_timeout: float = 600.0
     kernel_settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     hardware: str = ""
+    max_changed_across_levels: float | None = None
+    """Share of greedy outputs that may differ between a level and the run's lowest one (None:
+    not judged). 0 for servers whose outputs cannot depend on concurrency."""
 
-    def fingerprint(self) -> str:
+    def resume_key(self) -> str:
         """What must match for saved levels to be reused."""
         key = json.dumps([self.base_url, self.server_cmd, self.server_env, self.model, self.limit,
                           self.num_fewshot, self.gen_kwargs, self.kernel_settings], sort_keys=True,
@@ -55,12 +58,12 @@ def _level_path(out: pathlib.Path, level: int) -> pathlib.Path:
     return out / "levels" / f"c{level}.json"
 
 
-def _saved(out: pathlib.Path, level: int, fingerprint: str) -> dict | None:
+def _saved(out: pathlib.Path, level: int, resume_key: str) -> dict | None:
     path = _level_path(out, level)
     if not path.exists():
         return None
     saved = json.loads(path.read_text())
-    if saved.get("fingerprint") != fingerprint or saved.get("error"):
+    if saved.get("resume_key") != resume_key or saved.get("error"):
         return None
     return saved
 
@@ -87,7 +90,7 @@ def _server(cfg: E2EConfig):
 def run_levels(cfg: E2EConfig, meta: dict) -> list[dict]:
     folder = data.locate(cfg.data_dir)
     task_dir = data.write_task(folder, cfg.output / "task", cfg.num_fewshot)
-    fp = cfg.fingerprint()
+    fp = cfg.resume_key()
     results = {lv: _saved(cfg.output, lv, fp) for lv in cfg.levels}
     todo = [lv for lv in cfg.levels if results[lv] is None]
     if todo:
@@ -123,7 +126,7 @@ def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, fp: str)
         if not srv.alive():
             cause = f"server exited with code {srv.process.returncode}. " + cause
         res = {"level": level, "error": cause}
-    res["fingerprint"] = fp
+    res["resume_key"] = fp
     path = _level_path(cfg.output, level)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1))
@@ -143,6 +146,7 @@ def metadata(cfg: E2EConfig) -> dict:
         "task": {"name": "gsm8k", "num_fewshot": cfg.num_fewshot, "limit": cfg.limit,
                  "gen_kwargs": cfg.gen_kwargs, "test_sha256": data.test_split_sha256(folder)},
         "levels": list(cfg.levels), "golden": cfg.golden, "run_dir": str(cfg.output),
+        "max_changed_across_levels": cfg.max_changed_across_levels,
         "lm_eval_version": getattr(lm_eval, "__version__", "?"),
     }
 
@@ -172,12 +176,17 @@ def run(cfg: E2EConfig) -> dict:
     levels = run_levels(cfg, meta)
     ok = [r for r in levels if not r.get("error")]
     lowest = min(ok, key=lambda r: r["level"]) if ok else None
-    judgements = [judge_level(r, gold, lowest) for r in levels]
+    log = cfg.output / "server.log"
+    meta["fingerprint"] = fingerprint.collect(cfg.server_kind, None if cfg.base_url else cfg.server_cmd,
+                                              log if log.exists() else None)
+    judgements = [judge_level(r, gold, lowest, run_fingerprint=meta["fingerprint"],
+                              max_changed_across_levels=cfg.max_changed_across_levels)
+                  for r in levels]
     verdict = worst(j.verdict for j in judgements)
     summary = {"verdict": verdict, "meta": meta,
                "golden": {k: gold[k] for k in ("name", "source", "metrics", "judge")} if gold else None,
                "levels": [{**{k: v for k, v in r.items() if k != "per_question"},
-                           "verdict": j.verdict, "reasons": j.reasons,
+                           "verdict": j.verdict, "reasons": j.reasons, "basis": j.basis,
                            "min_detectable_drop": j.min_detectable_drop}
                           for r, j in zip(levels, judgements)],
                "tests": [t for j in judgements for t in j.tests]}
