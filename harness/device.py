@@ -30,11 +30,17 @@ def configure_triton() -> None:
     """Turn on the Triton interpreter when there is no GPU, unless the user opted out.
 
     Set ``HARNESS_NO_TRITON_INTERPRET=1`` to keep it off; Triton kernels then report
-    themselves unavailable on a machine with no GPU instead of running slowly on CPU.
+    themselves unavailable on a machine with no GPU instead of running slowly on CPU. When the
+    interpreter is on, its fp32 -> bf16 casts are made to round as the GPU's do
+    (:mod:`harness.interpreter_rounding`).
     """
     if not has_gpu() and "TRITON_INTERPRET" not in os.environ:
         if os.environ.get("HARNESS_NO_TRITON_INTERPRET", "0") in ("", "0"):
             os.environ["TRITON_INTERPRET"] = "1"
+    if triton_interpreted():
+        from harness.interpreter_rounding import install
+
+        install()
 
 
 def triton_unavailable_reason() -> str | None:

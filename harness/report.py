@@ -24,11 +24,27 @@ def environment() -> dict[str, str]:
             info[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             info[pkg] = "absent"
+    if info["vllm"] != "absent":
+        info["vllm_commit"] = _vllm_commit()
     info["git_commit"] = _run(["git", "rev-parse", "--short", "HEAD"]) or "unknown"
     if device.has_gpu():
         info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version",
                                "--format=csv,noheader"]) or "unknown"
     return info
+
+
+def _vllm_commit() -> str:
+    """The commit vLLM was built from (its ``_version.py``), read without importing vLLM."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return "unknown"
+    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "_version.py"
+    found = re.search(r"__commit_id__\s*=\s*commit_id\s*=\s*['\"]([^'\"]+)",
+                      path.read_text()) if path.exists() else None
+    return found.group(1) if found else "unknown"
 
 
 def _run(cmd: list[str]) -> str:

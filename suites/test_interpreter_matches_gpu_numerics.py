@@ -1,0 +1,68 @@
+"""Where the CPU interpreter's arithmetic would differ from the GPU's and turn into false alarms:
+fp32 -> bf16 rounding (Triton 3.6's interpreter truncates; the GPU rounds to nearest even), and
+dots whose summation order comes from the CPU's BLAS kernel (bitwise batch invariance failed on
+CPUs where OpenBLAS picks its Haswell or Zen sgemm)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from harness.device import has_gpu, triton_interpreted
+from harness.interpreter_rounding import fp32_to_bf16_bits
+from harness.subprocess_env import child_env
+
+EDGES = [0.0, -0.0, 1.0, 1.00390625, 1.005859375, 1.0078125 + 2 ** -9, 3.3895314e38, 3.4e38,
+         float("inf"), float("-inf"), 1e-40, -1e-40, 2 ** -133]
+
+
+def test_fp32_to_bf16_rounds_like_torch():
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.standard_normal(100_000).astype(np.float32) * 1e3,
+                             rng.integers(0, 2 ** 32, 100_000, dtype=np.uint64)
+                             .astype(np.uint32).view(np.float32), np.float32(EDGES)])
+    finite = np.isfinite(values) | np.isinf(values)
+    got = fp32_to_bf16_bits(values)
+    want = torch.from_numpy(values).to(torch.bfloat16).view(torch.uint16).numpy().view(np.uint16)
+    assert np.array_equal(got[finite], want[finite])
+    nan = np.isnan(values)
+    assert np.isnan(torch.from_numpy(got[nan].view(np.int16)).view(torch.bfloat16).float()).all()
+
+
+@pytest.mark.skipif(has_gpu() or not triton_interpreted(), reason="checks the CPU interpreter")
+def test_interpreted_store_of_fp32_into_bf16_rounds_to_nearest_even():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def store(src, dst, n, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        tl.store(dst + i, tl.load(src + i, mask=i < n), mask=i < n)
+
+    x = torch.tensor([9.921, 4.0 + 3 * 2 ** -8, 1.0 + 2 ** -8, -2.71828], dtype=torch.float32)
+    out = torch.empty(4, dtype=torch.bfloat16)
+    store[(1,)](x, out, 4, BLOCK=4)
+    assert torch.equal(out, x.to(torch.bfloat16)), (out, x.to(torch.bfloat16))
+
+
+@pytest.mark.skipif(has_gpu(), reason="OpenBLAS kernels only matter for the CPU interpreter")
+@pytest.mark.parametrize("coretype", ["Haswell", "Zen"])
+def test_batch_invariance_holds_whatever_blas_kernel_the_cpu_gets(tmp_path, coretype):
+    """The CPUs where the interpreter's BLAS dot broke bitwise batch invariance of mhc_pre."""
+    env = child_env(OPENBLAS_CORETYPE=coretype)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/test_mhc_batch_invariance.py",
+                           "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "--impl", "triton",
+                           "-k", "mhc_pre and H64"], cwd=os.fspath(_root()), env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout
+
+
+def _root():
+    import pathlib
+
+    return pathlib.Path(__file__).resolve().parent.parent
