@@ -15,7 +15,7 @@ import pathlib
 import sys
 import uuid
 
-EXIT_GOOD, EXIT_BAD, EXIT_UNTESTABLE = 0, 1, 125
+from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
 
 
 def _report_folder(output: str | None) -> pathlib.Path:
@@ -35,21 +35,12 @@ def _report_folder(output: str | None) -> pathlib.Path:
     return folder
 
 
-def _pytest_exit_to_verdict(code: int) -> int:
-    """pytest: 0 ok, 1 tests failed, 2 interrupted, 3 internal error, 4 usage, 5 none collected."""
-    if code == 0:
-        return EXIT_GOOD
-    if code == 1:
-        return EXIT_BAD
-    return EXIT_UNTESTABLE
-
-
 def cmd_run(args) -> int:
     import pytest
 
     from harness.device import configure_triton
     from harness.profiles import default_profile_name
-    from harness.report import write_summary
+    from harness.report import read_meta, write_summary
 
     configure_triton()
     profile = args.profile or default_profile_name()
@@ -77,9 +68,11 @@ def cmd_run(args) -> int:
 
         _, regressions = write_trend(baseline, folder)
         write_summary(folder, profile=profile, pytest_exit=code)
+    verdict, why = run_verdict(int(code), read_meta(folder), regressions)
     print(f"report: {folder}" + (f" (trend against {baseline}: {regressions} worse)"
                                  if baseline is not None else ""))
-    return _pytest_exit_to_verdict(code)
+    print(f"verdict: {why}")
+    return verdict
 
 
 def _baseline(compare_to: str | None, folder: pathlib.Path, profile: str):
@@ -111,6 +104,12 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     from harness.trend import write_trend
 
+    for folder in (args.old, args.new):
+        if not list(pathlib.Path(folder).glob("results*.csv")):
+            print(f"harness compare: {folder} holds no harness results (results*.csv); pass two "
+                  "report folders written by `harness run` or the test command's --report-dir",
+                  file=sys.stderr)
+            return EXIT_UNTESTABLE
     path, regressions = write_trend(pathlib.Path(args.old), pathlib.Path(args.new))
     print(path.read_text())
     return EXIT_BAD if regressions else EXIT_GOOD

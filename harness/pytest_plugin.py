@@ -222,8 +222,38 @@ def pytest_sessionfinish(session, exitstatus):
     write_meta(folder, profile=profile, pytest_exit=int(exitstatus),
                started=started.isoformat(),
                seconds=(datetime.datetime.now() - started).total_seconds(),
-               argv=list(session.config.invocation_params.args))
+               argv=list(session.config.invocation_params.args),
+               cases_run=dict(_TALLY["ran"]), out_of_memory=list(_TALLY["out_of_memory"]),
+               failed=list(_TALLY["failed"]), impl_wanted=session.config.getoption("impl") or [])
     write_summary(folder, profile=profile, pytest_exit=int(exitstatus))
+
+
+OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "HIP out of memory")
+
+
+def pytest_runtest_setup(item):
+    """Tag each sweep test with its implementation, so the controller (also under xdist) can
+    count what every implementation actually ran."""
+    target = getattr(item, "callspec", None) and item.callspec.params.get("target")
+    if isinstance(target, Target):
+        item.user_properties.append(("impl", target.impl.name))
+
+
+def pytest_runtest_logreport(report):
+    """Outcome tallies for the verdict: cases run per implementation; failures that are the
+    machine's (out of memory) rather than the kernel's."""
+    tally = _TALLY
+    if report.failed and any(m in str(report.longrepr) for m in OOM_MARKERS):
+        tally["out_of_memory"].append(report.nodeid)
+    elif report.failed:
+        tally["failed"].append(report.nodeid)
+    if report.when == "call" and not report.skipped:
+        for key, value in report.user_properties:
+            if key == "impl":
+                tally["ran"][value] = tally["ran"].get(value, 0) + 1
+
+
+_TALLY: dict = {"ran": {}, "failed": [], "out_of_memory": []}
 
 
 def pytest_runtest_teardown(item, nextitem):

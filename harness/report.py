@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness import device
 from harness.registry import unavailable
+from harness.verdict import run_verdict
 
 
 def environment() -> dict[str, str]:
@@ -73,8 +74,9 @@ def load_results(folder: pathlib.Path) -> pd.DataFrame:
 def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathlib.Path:
     df = load_results(folder)
     lines = [f"# Harness run: profile `{profile}`", ""]
-    verdict = {0: "PASS", 1: "FAIL"}.get(pytest_exit, f"COULD NOT TEST (pytest exit {pytest_exit})")
-    lines += [f"**Verdict: {verdict}**", ""]
+    code, why = run_verdict(int(pytest_exit), read_meta(folder))
+    verdict = {0: "PASS", 1: "FAIL"}.get(code, "COULD NOT TEST")
+    lines += [f"**Verdict: {verdict}** ({why})", ""]
     if not df.empty:
         counts = df.groupby(["op", "impl", "check"])["verdict"].value_counts().unstack(fill_value=0)
         lines += ["## Checks", "", counts.to_markdown() if _has_tabulate() else

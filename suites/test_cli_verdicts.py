@@ -57,3 +57,34 @@ def test_ab_mode_verdict(tmp_path, source, verdict):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
                           env=child_env())
     assert proc.returncode == verdict, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_bisect_of_an_implementation_absent_here_cannot_test(tmp_path):
+    """AITER is not installed on CI machines: every aiter test is a skip, so the verdict must be
+    'could not test' (125), never 'good'."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "bisect", "--ops", "mhc_post",
+                           "--impl", "aiter", "--", "-p", "no:xdist"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env=child_env())
+    assert proc.returncode == 125, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "aiter ran no case" in proc.stdout and "bisect verdict: skip" in proc.stdout
+
+
+@pytest.mark.parametrize("code,meta,worse,verdict", [
+    (1, {"out_of_memory": ["t[T131072]"], "failed": []}, 0, 125),
+    (1, {"out_of_memory": ["t[T131072]"], "failed": ["t[T7]"]}, 0, 1),
+    (0, {"impl_wanted": ["mine"], "cases_run": {"torch": 3}}, 0, 125),
+    (0, {"impl_wanted": ["mine"], "cases_run": {"mine": 3}}, 0, 0),
+    (0, {}, 2, 1),
+], ids=["oom-only", "oom-and-real-failure", "named-impl-ran-nothing", "named-impl-ran", "trend-worse"])
+def test_run_verdict(code, meta, worse, verdict):
+    from harness.verdict import run_verdict
+
+    assert run_verdict(code, meta, worse)[0] == verdict
+
+
+def test_compare_of_a_folder_without_results_is_a_usage_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", str(tmp_path / "nope"),
+                           str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env=child_env())
+    assert proc.returncode == 125 and "holds no harness results" in proc.stderr
