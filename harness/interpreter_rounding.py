@@ -1,13 +1,14 @@
-"""Make the Triton interpreter round fp32 -> bf16 the way the GPU does.
+"""Make the Triton interpreter round fp32 -> bf16 and fp32 -> fp8 (e4m3) the way the GPU does.
 
-On a GPU, ``x.to(tl.bfloat16)`` and a store of fp32 values through a bf16 pointer round to
-nearest even. Triton 3.6's interpreter truncates instead (its RTNE branch neither carries nor
-breaks ties to even), so every third-party Triton kernel judged on CPU (vLLM's, Liger's) showed
-errors of one bf16 ulp that it does not have on a GPU: vLLM's ``hc_head_reduce_triton_kernel``
-failed the hc_head accuracy bound by exactly that. :func:`install` replaces the interpreter's
-fp32 -> bf16 conversion with a correct one; other conversions are left as they are. The
-harness's own kernels round explicitly (``kernels/triton_utils.to_bf16_rtne``) and are exact
-either way.
+On a GPU these casts (``x.to(...)``, or a store through a narrower pointer) round to nearest
+even, and fp32 -> e4m3 saturates at +-448. Triton 3.6's interpreter truncates to bf16, and its
+fp8 rounding neither carries into the exponent nor breaks ties to even (1.9375 can become 1.0),
+so every third-party Triton kernel judged on CPU showed errors it does not have on a GPU:
+vLLM's ``hc_head_reduce_triton_kernel`` failed the hc_head bound by one bf16 ulp, and vLLM's
+``indexer_k_quant_and_cache_triton`` wrote fp8 bytes that differ from the GPU's. :func:`install`
+replaces those two conversions with correct ones (torch's, which round to nearest even); others
+are left as they are. The harness's own kernels round explicitly
+(``kernels/triton_utils.to_bf16_rtne``, ``round_to_e4m3``) and are exact either way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ def fp32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
     rounded = ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
     nan = (bits & 0x7FFFFFFF) > 0x7F800000
     return np.where(nan, ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def fp32_to_e4m3_bits(values: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even fp32 -> float8 e4m3fn with saturation to +-448, as uint8 bits."""
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+    x = torch.where(torch.isnan(x), x, x.clamp(-448.0, 448.0))
+    return x.to(torch.float8_e4m3fn).view(torch.uint8).numpy()
 
 
 @functools.cache
@@ -42,6 +52,8 @@ def install() -> bool:
     def to_bf16(src, dst_type):
         if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
             return handle(fp32_to_bf16_bits(src.data), dst_type.scalar)
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.float8e4nv:
+            return handle(fp32_to_e4m3_bits(src.data), dst_type.scalar)
         return None
 
     def patched_cast(self, src, dst_type):

@@ -268,6 +268,9 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def pytest_collection_modifyitems(config, items):
+    # End-to-end tests take minutes each (a model server per run): start them first, so that
+    # under xdist the other workers fill in with kernel tests instead of waiting at the end.
+    items.sort(key=lambda item: "e2e" not in item.keywords)
     if harness_device.has_gpu():
         return
     skip = pytest.mark.skip(reason="needs a GPU (none visible to torch); run on a CUDA/ROCm host")

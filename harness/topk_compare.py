@@ -86,12 +86,14 @@ def recall(out, valid, ref, ref_valid) -> float:
 
 
 def guarded_buffer(rows: int, cols: int, pad_rows: int, device, band: int = 2,
-                   extra_cols: int = 3) -> torch.Tensor:
+                   extra_cols: int = 3, side_cols: bool = True) -> torch.Tensor:
     """An int32 [rows + pad_rows, cols] view inside a sentinel-filled buffer with ``band``
-    guard rows above and below and guard columns on both sides."""
-    base = torch.full((band + rows + pad_rows + band, band + cols + extra_cols), SENTINEL,
+    guard rows above and below and guard columns on both sides. ``side_cols=False``: guard rows
+    only, so the view's rows are contiguous, as in a buffer allocated exactly ``cols`` wide."""
+    left, right = (band, extra_cols) if side_cols else (0, 0)
+    base = torch.full((band + rows + pad_rows + band, left + cols + right), SENTINEL,
                       dtype=torch.int32, device=device)
-    return base[band:band + rows + pad_rows, band:band + cols]
+    return base[band:band + rows + pad_rows, left:left + cols]
 
 
 def fresh_copy(view: torch.Tensor) -> torch.Tensor:

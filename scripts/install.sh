@@ -40,6 +40,10 @@ fi
 if ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)'; then
   "${PIP[@]}" --no-deps vllm psutil pyzmq
 fi
+# What vLLM's ROCm sparse-MLA module (the indexer step under test) imports, found one import error
+# at a time (../shared/spec/ops.md); all pinned, none of them replaces torch, triton or numpy.
+"${PIP[@]}" cbor2 transformers openai-harmony openai sniffio pybase64 cachetools msgspec uvloop \
+  py-cpuinfo prometheus-client xgrammar apache-tvm-ffi partial-json-parser llguidance
 # Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter
 # on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
 "${PIP[@]}" --no-deps liger-kernel

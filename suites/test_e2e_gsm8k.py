@@ -16,7 +16,9 @@ from harness.e2e.cli import smollm_gguf
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
 GOLDEN = "smollm2-135m-q4_1-llamacpp-5shot-first20"
-LIMIT = 6
+LIMIT = 4
+"""Questions per run: each costs ~10 s of a 2-core CPU (a 5-shot prompt of ~1100 tokens). The q8_0
+K cache changes doc 0's greedy output at character 5 with the portable llama.cpp build."""
 FAKE = str(pathlib.Path(__file__).with_name("fake_openai_server.py"))
 
 
@@ -57,23 +59,23 @@ def _foreign_golden(tmp_path) -> pathlib.Path:
 
 
 def test_unchanged_server_is_no_regression_against_a_golden_from_another_machine(tmp_path):
-    """Exact outputs are not demanded across machines; concurrency 4 must still equal
-    concurrency 1 here, and 6 questions cannot vouch for level 1's accuracy: inconclusive (125),
+    """Exact outputs are not demanded across machines; concurrency 2 must still equal
+    concurrency 1 here, and 3 questions cannot vouch for level 1's accuracy: inconclusive (125),
     never regression, with the way out in the reason."""
     _needs_llama_cpp()
     out = tmp_path / "e2e"
-    proc = harness("e2e", "--smollm", "--levels", "1,4", "--limit", LIMIT, "--golden",
+    proc = harness("e2e", "--smollm", "--levels", "1,2", "--limit", 3, "--golden",
                    _foreign_golden(tmp_path), "--output", out)
     summary = _summary(out)
     assert proc.returncode == 125, proc.stdout[-3000:] + proc.stderr[-2000:]
-    one, four = summary["levels"]
+    one, two = summary["levels"]
     assert one["verdict"] == "inconclusive" and "harness golden record" in one["reasons"][-1]
     assert any("produced elsewhere" in b and "cpu" in b for b in one["basis"]), one["basis"]
-    assert four["verdict"] == "pass", four["reasons"]
-    assert any(b.startswith("level 1 of this run") and "exact outputs" in b for b in four["basis"])
-    assert all(lv["n"] == LIMIT for lv in summary["levels"])
+    assert two["verdict"] == "pass", two["reasons"]
+    assert any(b.startswith("level 1 of this run") and "exact outputs" in b for b in two["basis"])
+    assert all(lv["n"] == 3 for lv in summary["levels"])
     for name in ("e2e_summary.md", "e2e.html", "e2e_accuracy.png", "per_question_diff.csv",
-                 "server.log", "levels/c1.json", "levels/c4.json"):
+                 "server.log", "levels/c1.json", "levels/c2.json"):
         assert (out / name).exists(), name
     assert "What each level was compared with" in (out / "e2e_summary.md").read_text()
 

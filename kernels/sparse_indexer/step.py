@@ -54,6 +54,7 @@ class StepBatch:
     prefill_ends: torch.Tensor
     max_model_len: int
     top_k: int
+    block_size: int = BLOCK_SIZE
 
     @property
     def num_prefill(self) -> int:
@@ -71,7 +72,8 @@ def make_step(case: Case) -> StepBatch:
     """Params: ``batch`` decode requests, ``next_n``, ``pad`` padded requests, ``seqs`` prefill
     sequences sharing ``prefill`` tokens, ``n`` max context, ``heads``, ``k`` top-k, ``data``
     (``random``, or ``exact``: small integers and power-of-two scales, so every logit is exact
-    in fp32 and the step must match the reference's selection up to ties)."""
+    in fp32 and the step must match the reference's selection up to ties), ``block_size`` of the
+    paged K cache (default 64)."""
     dev, g = case.device, generator(case, 21)
     batch, next_n, pad = case.param("batch", 4), case.param("next_n", 1), case.param("pad", 0)
     heads, n, exact = case.param("heads", 64), case.param("n", 1024), case.param("data") == "exact"
@@ -79,17 +81,18 @@ def make_step(case: Case) -> StepBatch:
     pre = ragged_prefill(case.param("prefill", 0), case.param("seqs", 1), n, g)
     pre_lens = pre.seq_lens if case.param("prefill", 0) else []
     totals = [int(x) for x in lens] + [c + n_new for c, n_new in zip(pre.contexts, pre_lens)]
-    need = [(t + BLOCK_SIZE - 1) // BLOCK_SIZE for t in totals]
+    bs = case.param("block_size", BLOCK_SIZE)
+    need = [(t + bs - 1) // bs for t in totals]
     num_blocks = sum(need) + 3
     order = torch.randperm(num_blocks, generator=g)
-    max_blocks = max([(n + BLOCK_SIZE - 1) // BLOCK_SIZE] + need)
+    max_blocks = max([(n + bs - 1) // bs] + need)
     tables, used = [], 0
     for nb in need:
         row = torch.randint(0, num_blocks, (max_blocks,), generator=g, dtype=torch.int32)
         row[:nb] = order[used:used + nb].int()
         tables.append(row)
         used += nb
-    kv_cache = torch.randint(0, 256, (num_blocks, BLOCK_SIZE, 1, HEAD_DIM + 4), generator=g,
+    kv_cache = torch.randint(0, 256, (num_blocks, bs, 1, HEAD_DIM + 4), generator=g,
                              dtype=torch.uint8).to(dev)
 
     def keys(salt, count):
@@ -99,7 +102,7 @@ def make_step(case: Case) -> StepBatch:
         return _activations(case, salt, count, HEAD_DIM)
 
     def slots(req, positions):
-        return tables[req].to(dev).long()[positions // BLOCK_SIZE] * BLOCK_SIZE + positions % BLOCK_SIZE
+        return tables[req].to(dev).long()[positions // bs] * bs + positions % bs
 
     scale_fmt = "ue8m0" if exact else None
     new_k, new_slots = [], []
@@ -139,12 +142,12 @@ def make_step(case: Case) -> StepBatch:
         decode_tables=dec_tables.to(dev), prefill_tables=[t.to(dev) for t in tables[batch:]],
         prefill_contexts=list(pre.contexts[:len(pre_lens)]), prefill_lens=list(pre_lens),
         prefill_starts=pre.starts.to(dev), prefill_ends=pre.ends.to(dev),
-        max_model_len=max_blocks * BLOCK_SIZE, top_k=case.param("k", 64))
+        max_model_len=max_blocks * bs, top_k=case.param("k", 64), block_size=bs)
 
 
 def gather_prefill_keys(b: StepBatch, kv_cache: torch.Tensor):
     """(k_fp8, k_scale) of every prefill sequence's keys (context + this step's), seq-major."""
-    parts = [ref.gather_paged_keys(kv_cache, t[None], 0, c + n, HEAD_DIM, BLOCK_SIZE)
+    parts = [ref.gather_paged_keys(kv_cache, t[None], 0, c + n, HEAD_DIM, b.block_size)
              for t, c, n in zip(b.prefill_tables, b.prefill_contexts, b.prefill_lens)]
     if not parts:
         return (torch.zeros(0, HEAD_DIM, device=kv_cache.device).to(ref.FP8),
@@ -214,7 +217,7 @@ def reference_step(b: StepBatch) -> dict:
         length = int(b.decode_lens[i])
         if length <= 0:
             continue
-        k, s = ref.gather_paged_keys(kv_cache, b.decode_tables, i, length, HEAD_DIM, BLOCK_SIZE)
+        k, s = ref.gather_paged_keys(kv_cache, b.decode_tables, i, length, HEAD_DIM, b.block_size)
         rows = slice(i * b.next_n, (i + 1) * b.next_n)
         ke = (positions[rows] + 1).clamp(0, length).int()
         args = (q_fp8[rows], k, s, w[rows], torch.zeros_like(ke), ke)
@@ -241,7 +244,7 @@ def judge_step(b: StepBatch, out: dict, expect: dict) -> dict:
     pad_rows = got[~real]
     pad_bad = int((pad_rows != -1).sum())
     guard = guard_violations(buf, b.num_tokens, b.top_k)
-    region = BLOCK_SIZE * HEAD_DIM
+    region = b.block_size * HEAD_DIM
     cache_bad = int((comparable_bytes(out["kv_cache"], region)
                      != comparable_bytes(expect["kv_cache"], region)).sum())
     problems = [row["detail"]] if row["detail"] else []

@@ -1,0 +1,103 @@
+"""vLLM's own sparse-indexer step (``rocm_aiter_sparse_attn_indexer`` of the installed release),
+judged like the harness's composed step: top-k equal to the float64 reference's up to ties,
+graph-padding rows -1, nothing written outside ``topk_indices_buffer[:num_tokens, :top_k]``, the K
+cache equal to the reference's. vLLM's K-cache writer, gather and pack/unpack run as shipped (its
+Triton kernels interpreted on CPU); the harness stands in for the compiled top-k and AITER
+(``harness/vllm_indexer.py``).
+
+The replay of vLLM PR 42810 rebuilds the pre-fix behaviour in a scratch copy of the installed
+module (``../shared/spec/ops.md``): the decode path slicing the buffer with the real token count,
+and the AITER prefill top-k left in global column numbers. Each must be flagged; the module as
+installed must pass."""
+
+import pathlib
+
+import pytest
+
+from harness.specs import Case, ContractError
+from kernels.sparse_indexer.step import judge_step, make_step, reference_step
+
+vllm_indexer = pytest.importorskip("harness.vllm_indexer")
+
+MIXES = [
+    # decode requests, next_n, graph-padded requests, prefill tokens, prefill sequences
+    (2, 1, 0, 0, 1),
+    (3, 2, 0, 0, 1),
+    (3, 2, 2, 0, 1),
+    (5, 1, 3, 0, 1),
+    (0, 1, 0, 40, 3),
+    (3, 2, 0, 9, 2),
+]
+DECODE_SLICE = ("topk_indices = topk_indices_buffer[:num_padded_tokens, :topk_tokens]",
+                "topk_indices = topk_indices_buffer[:num_decode_tokens, :topk_tokens]")
+GLOBAL_PREFILL = ("    _localize_aiter_prefill_topk(indices, row_starts)\n", "")
+
+
+@pytest.fixture(scope="module")
+def installed():
+    try:
+        return vllm_indexer.load()
+    except vllm_indexer.VllmIndexerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _step(mix, data="exact"):
+    batch, next_n, pad, prefill, seqs = mix
+    return make_step(Case("fp8_paged_mqa_logits", 0, 0, 0, "cpu", (
+        ("batch", batch), ("next_n", next_n), ("pad", pad), ("prefill", prefill), ("seqs", seqs),
+        ("n", 300), ("heads", 4), ("k", 32), ("data", data), ("block_size", 1))))
+
+
+def _judge(module, b, **kw) -> dict:
+    try:
+        out = vllm_indexer.run_step(module, b, **kw)
+    except (ContractError, RuntimeError) as exc:
+        return {"passed": False, "detail": f"{type(exc).__name__}: {exc}"}
+    return judge_step(b, out, reference_step(b))
+
+
+@pytest.mark.parametrize("aiter_prefill_topk", [False, True], ids=["C-topk", "aiter-prefill-topk"])
+@pytest.mark.parametrize("data", ["exact", "random"])
+@pytest.mark.parametrize("mix", MIXES, ids=[f"dec{b}x{n}-pad{p}-pre{t}s{s}" for b, n, p, t, s in MIXES])
+def test_vllm_indexer_step_selects_reference_topk(installed, mix, data, aiter_prefill_topk, record):
+    b = _step(mix, data)
+    row = _judge(installed, b, aiter_prefill_topk=aiter_prefill_topk)
+    record([{"op": "indexer_step", "impl": "vllm", "check": "indexer_step", "tokens": b.num_tokens,
+             "case": f"{mix}-{data}-{aiter_prefill_topk}", "output": "topk_indices_buffer",
+             "verdict": "pass" if row["passed"] else "fail", "detail": row["detail"]}])
+    assert row["passed"], row["detail"]
+
+
+def test_padded_decode_path_assumes_rows_exactly_top_k_wide(installed):
+    """Found here: with graph padding, vLLM unpacks the decode top-k with
+    ``unpack_seq_triton``, which ignores the row stride of ``topk_indices_buffer[:n, :top_k]``.
+    Harmless while vLLM allocates the buffer exactly top_k wide; a wider buffer (a shared one,
+    or guard columns) gets guard values. The harness must see it."""
+    row = _judge(installed, _step((3, 2, 2, 0, 1)), buffer_as_allocated=False)
+    assert not row["passed"] and "neither a valid offset nor -1" in row["detail"], row
+
+
+def _replay(tmp_path, *changes) -> object:
+    source = pathlib.Path(vllm_indexer.load().__file__).read_text()
+    for old, new in changes:
+        if old not in source:
+            pytest.skip(f"this vLLM's {vllm_indexer.MODULE} no longer has the line the replay "
+                        f"changes ({old.strip()!r})")
+        source = source.replace(old, new)
+    scratch = tmp_path / "rocm_aiter_mla_sparse_prefix.py"
+    scratch.write_text(source)
+    return vllm_indexer.load(scratch)
+
+
+def test_replay_pr42810_decode_slice_with_real_token_count_is_flagged(installed, tmp_path):
+    pre_fix = _replay(tmp_path, DECODE_SLICE)
+    row = _judge(pre_fix, _step((3, 2, 2, 0, 1)))
+    assert not row["passed"] and "num_rows" in row["detail"], row
+    assert _judge(installed, _step((3, 2, 2, 0, 1)))["passed"]
+
+
+def test_replay_pr42810_global_prefill_topk_is_flagged(installed, tmp_path):
+    pre_fix = _replay(tmp_path, GLOBAL_PREFILL)
+    row = _judge(pre_fix, _step((0, 1, 0, 40, 3)), aiter_prefill_topk=True)
+    assert not row["passed"], row
+    assert _judge(installed, _step((0, 1, 0, 40, 3)), aiter_prefill_topk=True)["passed"]
