@@ -17,8 +17,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
 GOLDEN = "smollm2-135m-q4_1-llamacpp-5shot-first20"
 LIMIT = 4
-"""Questions per run: each costs ~10 s of a 2-core CPU (a 5-shot prompt of ~1100 tokens). The q8_0
-K cache changes doc 0's greedy output at character 5 with the portable llama.cpp build."""
+"""Questions per run of the local-golden test, 1-shot: a 5-shot prompt (~1100 tokens) costs ~10 s
+a question on a 2-core CPU, a 1-shot one a third of that. The q8_0 K cache changes 3 of these 4
+greedy outputs with the portable llama.cpp build; sampling changes all 4."""
 FAKE = str(pathlib.Path(__file__).with_name("fake_openai_server.py"))
 
 
@@ -88,18 +89,20 @@ def test_local_golden_in_one_command_then_seeded_serving_changes_are_flagged(tmp
     concurrency: only the golden's outputs can show it)."""
     _needs_llama_cpp()
     local = tmp_path / "local.json"
+    shots = ("--limit", LIMIT, "--num-fewshot", 1)
     rec = harness("golden", "record", "--like", GOLDEN, "--name", "smollm2-here", "--path", local,
-                  "--smollm", "--levels", "1", "--limit", LIMIT, "--output", tmp_path / "rec")
+                  "--smollm", "--levels", "1", *shots, "--output", tmp_path / "rec")
     assert rec.returncode == 0 and local.exists(), rec.stdout[-3000:] + rec.stderr[-2000:]
     assert json.loads(local.read_text())["fingerprint"]["model_sha256"] != "unknown"
-    same = harness("e2e", "--smollm", "--levels", "1", "--limit", LIMIT, "--golden", local,
+    assert json.loads(local.read_text())["judge"]["max_changed_fraction"] == 0, "--like's judge"
+    same = harness("e2e", "--smollm", "--levels", "1", *shots, "--golden", local,
                    "--output", tmp_path / "same")
     assert same.returncode == 0, same.stdout[-3000:]
     assert "exact outputs (fingerprint matches" in _summary(tmp_path / "same")["levels"][0]["basis"][0]
     seeded = {"kv-q8_0": ["--llama-arg=--type_k", "--llama-arg=8"],
               "sampling": ["--gen-kwargs", "do_sample=True,temperature=1.0"]}
     for name, args in seeded.items():
-        proc = harness("e2e", "--smollm", "--levels", "1", "--limit", LIMIT, "--golden", local,
+        proc = harness("e2e", "--smollm", "--levels", "1", *shots, "--golden", local,
                        *args, "--output", tmp_path / name)
         level = _summary(tmp_path / name)["levels"][0]
         assert proc.returncode == 1, (name, proc.stdout[-3000:])

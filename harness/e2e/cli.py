@@ -72,7 +72,8 @@ def config_from_args(args):
     return E2EConfig(
         output=pathlib.Path(args.output), levels=levels, base_url=args.base_url,
         server_cmd=cmd, server_env=_pairs(args.server_env, "--server-env"), server_kind=kind,
-        model=args.model, golden=args.golden, limit=args.limit, num_fewshot=args.num_fewshot,
+        model=args.model, golden=args.golden, limit=args.limit,
+        num_fewshot=5 if args.num_fewshot is None else args.num_fewshot,
         gen_kwargs=_gen_kwargs(args.gen_kwargs), data_dir=args.data,
         ready_timeout=args.ready_timeout, level_timeout=args.level_timeout,
         request_timeout=args.request_timeout,
@@ -105,7 +106,8 @@ def _record(args) -> int:
 
     like = golden.load(args.like) if args.like else None
     if like is not None:
-        args.num_fewshot = like["task"]["num_fewshot"]
+        if args.num_fewshot is None:
+            args.num_fewshot = like["task"]["num_fewshot"]
         args.limit = like["task"]["limit"] if args.limit is None else args.limit
         args.gen_kwargs = args.gen_kwargs or ",".join(
             f"{k}={v}" for k, v in (like["task"].get("gen_kwargs") or {}).items())
@@ -182,7 +184,7 @@ def add_parsers(sub) -> None:
                           "--name NAME --smollm")
     _add_run_args(rec)
     rec.add_argument("--like", help="take the task settings (shots, limit, gen_kwargs) and judge "
-                     "settings of this golden")
+                     "settings of this golden, where not given on the command line")
     upd = gsub.add_parser("update", help="write a golden file from a level of an e2e run")
     upd.add_argument("--from", dest="run", required=True, help="e2e report folder")
     upd.add_argument("--level", type=int, default=1)
@@ -212,7 +214,8 @@ def _add_run_args(e2e) -> None:
     srv.add_argument("--model", help="model name to request (default: the server's first)")
     e2e.add_argument("--levels", default="1,8,32,128", help="client concurrency levels")
     e2e.add_argument("--limit", type=int, help="first N test questions (smoke runs)")
-    e2e.add_argument("--num-fewshot", type=int, default=5)
+    e2e.add_argument("--num-fewshot", type=int, help="few-shot examples (default 5, or the "
+                     "--like golden's)")
     e2e.add_argument("--gen-kwargs", help="k=v,... passed to lm-eval (default: the task's greedy)")
     e2e.add_argument("--data", help="folder with GSM8K train.jsonl/test.jsonl "
                      "(default ../shared/data/gsm8k)")
