@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from harness.device import has_gpu, triton_interpreted
-from harness.interpreter_rounding import fp32_to_bf16_bits
+from harness.interpreter_rounding import fp32_to_bf16_bits, fp32_to_e4m3_bits
 from harness.subprocess_env import child_env
 
 EDGES = [0.0, -0.0, 1.0, 1.00390625, 1.005859375, 1.0078125 + 2 ** -9, 3.3895314e38, 3.4e38,
@@ -30,6 +30,17 @@ def test_fp32_to_bf16_rounds_like_torch():
     assert np.array_equal(got[finite], want[finite])
     nan = np.isnan(values)
     assert np.isnan(torch.from_numpy(got[nan].view(np.int16)).view(torch.bfloat16).float()).all()
+
+
+def test_fp32_to_e4m3_rounds_to_nearest_even_and_saturates():
+    rng = np.random.default_rng(1)
+    values = np.concatenate([(rng.standard_normal(100_000) * 50).astype(np.float32),
+                             np.float32([1.9375 + 2 ** -6, 1.0625, 1.1875, 447.9, 448.0, 1e3, -1e6,
+                                         2 ** -9, 2 ** -10])])
+    want = torch.from_numpy(values).clamp(-448, 448).to(torch.float8_e4m3fn)
+    got = torch.from_numpy(fp32_to_e4m3_bits(values)).view(torch.float8_e4m3fn)
+    assert torch.equal(got.float(), want.float())
+    assert got.float()[-4:-2].tolist() == [448.0, -448.0], "saturates like the GPU's satfinite"
 
 
 @pytest.mark.skipif(has_gpu() or not triton_interpreted(), reason="checks the CPU interpreter")
