@@ -170,9 +170,7 @@ def _metadata(b: StepBatch):
 
 def _real_slots(b: StepBatch) -> torch.Tensor:
     """vLLM's slot mapping covers the real tokens only (graph padding has none)."""
-    keep = torch.ones(b.slot_mapping.shape[0], dtype=torch.bool)
-    keep[b.num_decode:b.num_padded_decode] = False
-    return b.slot_mapping[keep]
+    return b.slot_mapping[_real_slots_mask(b)]
 
 
 @contextlib.contextmanager
@@ -223,6 +221,7 @@ def run_step(module, b: StepBatch, *, aiter_prefill_topk: bool = False,
 
 
 def _real_slots_mask(b: StepBatch) -> torch.Tensor:
+    """Rows of this step's keys and slots that are real tokens, not graph padding."""
     keep = torch.ones(b.k_new.shape[0], dtype=torch.bool)
     keep[b.num_decode:b.num_padded_decode] = False
     return keep
