@@ -130,6 +130,12 @@ def cmd_bisect(args) -> int:
     return code
 
 
+def cmd_replay(args) -> int:
+    from harness.replay import main as replay
+
+    return replay(args.files, args.impl, args.impl_module, args.device)
+
+
 def cmd_selftest(args) -> int:
     import pandas as pd
 
@@ -185,6 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     bis.add_argument("--impl-module", action="append", default=[])
     bis.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     bis.set_defaults(func=cmd_bisect)
+    rp = sub.add_parser("replay", help="judge saved failing cases (report's cases/*.pt) again "
+                        "here: 0 pass, 1 fail, 125 could not replay")
+    rp.add_argument("files", nargs="+", help="case files written by a run (<report>/cases/*.pt)")
+    rp.add_argument("--impl", help="implementation to run (default: the one that failed)")
+    rp.add_argument("--impl-module", action="append", default=[],
+                    help="module or .py file registering the implementation (your branch)")
+    rp.add_argument("--device", choices=["cuda", "cpu"])
+    rp.set_defaults(func=cmd_replay)
     st = sub.add_parser("selftest", help="seeded faults must be caught, shipped kernels pass")
     st.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
     st.add_argument("--device", choices=["cuda", "cpu"])

@@ -65,7 +65,10 @@ def pytest_addoption(parser):
     group.addoption("--device", default=None, help="cuda or cpu (default: cuda when present)")
     group.addoption("--report-dir", default=os.environ.get("HARNESS_REPORT_DIR"),
                     help="write the report folder here: result rows (CSV, JSON), junit.xml, "
-                         "run.json, summary.md, report.html")
+                         "run.json, summary.md, report.html, and cases/ (failing cases, for "
+                         "`harness replay`)")
+    group.addoption("--save-cases", action="append", default=[], metavar="OP",
+                    help="with --report-dir, also save every case of OP, passing or not")
 
 
 def _pin_worker_gpu(config) -> None:
@@ -91,6 +94,9 @@ def pytest_configure(config):
         folder.mkdir(parents=True, exist_ok=True)
         if not config.option.xmlpath:
             config.option.xmlpath = str(folder / "junit.xml")
+        from harness.saved_cases import SavedCases
+
+        config.pluginmanager.register(SavedCases(config, folder), "harness-saved-cases")
     harness_device.configure_triton()
     config.addinivalue_line("markers", "sweep(*axes, **values): axes of the profile to expand")
     config.addinivalue_line("markers", "gpu: needs a CUDA/ROCm GPU; skipped with a reason elsewhere")
@@ -98,6 +104,8 @@ def pytest_configure(config):
     # pytest-xdist registers this marker only while it is active; runs with `-p no:xdist` (the
     # CLI's subprocesses, a bisect) must still collect the suites that use it under --strict-markers.
     config.addinivalue_line("markers", "xdist_group(name): run these tests in one xdist worker")
+    config.addinivalue_line("markers", "device_memory_heavy: needs tens of GB of GPU memory; "
+                            "runs one at a time across xdist workers")
     from harness.plugins import ImplModuleError, load_impl_modules
 
     load_builtins()
@@ -131,6 +139,46 @@ def _values(profile: Profile, axis: str, spec) -> tuple:
     return tuple(spec)
 
 
+LARGE_CASE_ELEMENTS = 2 ** 27
+"""Cases whose tokens x width (hidden size, or columns / context) reach this many elements need
+tens of GB for their float64 reference. They carry the ``device_memory_heavy`` marker: on a GPU,
+heavy tests run one at a time across all xdist workers (a lock file), while the other workers
+go on with light ones, so that two of them cannot exhaust one GPU's memory together (an
+out-of-memory failure makes the run "could not test")."""
+
+
+def _memory_marks(case, profile: Profile) -> list:
+    """A test swept without a token axis may use any token count of its profile (the
+    precision-growth test runs them all): it is judged by the profile's largest."""
+    width = max(case.hidden, case.param("n", 0) or 0, 1)
+    tokens = case.tokens or max(profile.tokens)
+    return [pytest.mark.device_memory_heavy] if tokens * width >= LARGE_CASE_ELEMENTS else []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    if item.get_closest_marker("device_memory_heavy") is None or not harness_device.has_gpu():
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    path = pathlib.Path(tempfile.gettempdir()) / f"kernel-harness-gpu-memory-{os.getuid()}.lock"
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _deviation_marks(impl, case) -> list:
+    """A strict xfail for a case that a known deviation of ``impl`` covers."""
+    reasons = [d.reason for d in impl.known_deviations if d.applies(case)]
+    return [pytest.mark.xfail(strict=True, reason=f"known deviation of {impl.name} from the "
+                              f"contract: {'; '.join(reasons)}")] if reasons else []
+
+
 def pytest_generate_tests(metafunc):
     if "target" not in metafunc.fixturenames:
         return
@@ -161,11 +209,11 @@ def pytest_generate_tests(metafunc):
                     params.append(pytest.param(None, id=f"{op}-{name}", marks=pytest.mark.skip(
                         reason=f"{op}/{name} cannot run here: {impl.reason}")))
                 continue
-            marks = []
             for hidden in grid["hidden"]:
                 for tokens in grid["tokens"]:
                     for seed, combo in itertools.product(grid["seed"], combos):
                         case = Case(op, tokens or 0, hidden or 0, seed or 0, dev, combo)
+                        marks = _deviation_marks(impl, case) + _memory_marks(case, profile)
                         pid = [op] + ([f"T{tokens}"] if tokens is not None else []) + \
                               ([f"H{hidden}"] if hidden is not None else []) + \
                               [f"{k}{v}" for k, v in combo] + \

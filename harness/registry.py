@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from harness.ops import check_op
 
@@ -25,6 +25,19 @@ REFERENCE = "torch"
 
 class RegistryError(RuntimeError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownDeviation:
+    """A documented disagreement of a third-party implementation with the contract, on the
+    cases ``when`` selects. Such cases are expected to fail (pytest ``xfail(strict=True)``: one
+    that passes fails the run, so a fixed upstream release is noticed) and are reported apart
+    from failures, never as passes."""
+    reason: str
+    when: Callable[[Any], bool] = lambda case: True
+
+    def applies(self, case) -> bool:
+        return bool(self.when(case))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +56,11 @@ class Implementation:
     """Declared accumulation precision of the op's long reductions: ``fp32``, or ``fp8-mma``
     (Hopper fp8 tensor cores keep ~14 bits in the accumulator). Specs whose tolerance is derived
     from accumulation error (the indexer logits) judge by the declared class and report it."""
+    known_deviations: tuple[KnownDeviation, ...] = ()
+    declared: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Other declared properties a spec judges by, e.g. ``kv_layout: shuffle16`` (a K-cache writer
+    that lays each block out in 16x16 tiles) or ``outside_window: unwritten`` (logits written
+    only where visible). Each spec documents the ones it reads; the report shows them."""
 
 
 _REGISTRY: dict[str, dict[str, Implementation]] = {}

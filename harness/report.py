@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness import device
 from harness.registry import unavailable
+from harness.results import KNOWN_DEVIATION
 from harness.verdict import run_verdict
 
 
@@ -27,7 +28,8 @@ def environment() -> dict[str, str]:
             info[pkg] = "absent"
     if info["vllm"] != "absent":
         info["vllm_commit"] = _vllm_commit()
-    info["git_commit"] = _run(["git", "rev-parse", "--short", "HEAD"]) or "unknown"
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    info["git_commit"] = _run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]) or "unknown"
     if device.has_gpu():
         info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version",
                                "--format=csv,noheader"]) or "unknown"
@@ -81,18 +83,20 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         counts = df.groupby(["op", "impl", "check"])["verdict"].value_counts().unstack(fill_value=0)
         lines += ["## Checks", "", counts.to_markdown() if _has_tabulate() else
                   "```\n" + counts.to_string() + "\n```", ""]
-        failed = df[df["verdict"] != "pass"]
+        failed = df[df["verdict"] == "fail"]
         if not failed.empty:
             worst = failed.sort_values("max_abs", ascending=False, na_position="last").head(20)
             lines += ["## Failures (worst first)", "", "```",
                       worst[["op", "impl", "case", "check", "output", "max_abs", "detail"]]
                       .to_string(index=False), "```", ""]
+        lines += _known_deviations(df)
         acc = df[(df["check"] == "accuracy") & df["max_abs"].notna()]
         if not acc.empty:
             table = acc.pivot_table(index=["op", "output", "impl"], columns="tokens",
                                     values="max_abs", aggfunc="max")
             lines += ["## Max abs error per (op, output, impl) and token count", "", "```",
                       table.to_string(float_format=lambda v: f"{v:.2e}"), "```", ""]
+    lines += _saved_cases(folder)
     missing = unavailable()
     if missing:
         grouped: dict[tuple[str, str], list[str]] = {}
@@ -111,6 +115,39 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     return path
 
 
+def _saved_cases(folder: pathlib.Path) -> list[str]:
+    """The failing cases saved for ``harness replay`` (and those over the run's size budget)."""
+    cases = folder / "cases"
+    saved = sorted(cases.glob("*.pt")) if cases.is_dir() else []
+    skipped = (cases / "not_saved.txt").read_text().splitlines() \
+        if (cases / "not_saved.txt").exists() else []
+    if not saved and not skipped:
+        return []
+    argv = read_meta(folder).get("argv", [])
+    modules = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--impl-module"]
+    extra = "".join(f" --impl-module {m}" for m in modules)
+    lines = ["## Saved failing cases (replay on any machine, exit 0/1/125)", ""]
+    lines += [f"- `harness replay {p}{extra}`" for p in saved[:50]]
+    if len(saved) > 50:
+        lines.append(f"- ... and {len(saved) - 50} more in {cases}")
+    lines += [f"- not saved: {line}" for line in skipped]
+    return lines + [""]
+
+
+def _known_deviations(df: pd.DataFrame) -> list[str]:
+    """Third-party disagreements with the contract that the adapters document: counted apart
+    from failures (their tests are strict xfails), each with its reason."""
+    if "known_deviation" not in df.columns:
+        return []
+    known = df[df["verdict"] == KNOWN_DEVIATION]
+    if known.empty:
+        return []
+    lines = ["## Known deviations from the contract (third-party, documented; not failures)", ""]
+    for (impl, op, reason), rows in known.groupby(["impl", "op", "known_deviation"]):
+        lines.append(f"- {impl} / {op}: {len(rows)} comparison(s). {reason}")
+    return lines + [""]
+
+
 def write_html(folder: pathlib.Path, df: pd.DataFrame, summary_md: str) -> pathlib.Path:
     from harness.plots import make_plots
 
@@ -124,7 +161,7 @@ def write_html(folder: pathlib.Path, df: pd.DataFrame, summary_md: str) -> pathl
     parts += [f"<h2>{html.escape(p.stem.replace('_', ' '))}</h2><img src='{p.name}' "
               f"style='max-width:100%'>" for p in pngs]
     if not df.empty:
-        failed = df[df["verdict"] != "pass"]
+        failed = df[df["verdict"] == "fail"]
         if not failed.empty:
             parts += ["<h2>Failures</h2>", failed[["op", "impl", "case", "check", "output",
                                                    "detail"]].head(200).to_html(index=False)]

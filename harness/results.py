@@ -54,5 +54,10 @@ SESSION = ResultLog()
 """Rows recorded by the suites of this process (the conftest writes them out at the end)."""
 
 
+KNOWN_DEVIATION = "known-deviation"
+"""Verdict of a failed comparison that a registered KnownDeviation of the implementation
+explains: reported apart from failures (the test is a strict xfail)."""
+
+
 def verdict(passed: bool) -> str:
     return "pass" if passed else "fail"

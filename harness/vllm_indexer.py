@@ -29,6 +29,7 @@ import types
 
 import torch
 
+from harness.adapters.vllm_sparse import Workspace
 from harness.registry import REFERENCE, get
 from kernels.sparse_indexer.spec import HEAD_DIM
 from kernels.sparse_indexer.step import StepBatch
@@ -52,11 +53,10 @@ class VllmIndexerUnavailable(RuntimeError):
 
 def load(path: str | pathlib.Path | None = None) -> types.ModuleType:
     """The installed module, or a copy of it at ``path`` (a scratch replay of an older version)."""
-    from harness.adapters.vllm import _give_vllm_real_triton
+    from harness.adapters.vllm import import_vllm
 
     try:
-        importlib.import_module("vllm")
-        _give_vllm_real_triton()
+        import_vllm()
         if path is None:
             return importlib.import_module(MODULE)
         name = f"{MODULE}_replay_{abs(hash(str(path)))}"
@@ -103,11 +103,6 @@ def _has_c_op(op: str) -> bool:
         return False
 
 
-class _Workspace:
-    def get_simultaneous(self, *shapes_and_dtypes):
-        return [torch.empty(shape, dtype=dtype) for shape, dtype in shapes_and_dtypes]
-
-
 class _Aiter:
     """``rocm_aiter_ops`` as vLLM sees it on a machine without AITER, optionally with AITER's
     prefill top-k (global column numbers, as AITER's kernel returns them)."""
@@ -139,19 +134,21 @@ def _metadata(b: StepBatch):
                                                         DeepseekV32IndexerPrefillMetadata,
                                                         DeepSeekV32IndexerDecodeMetadata)
 
+    dev = b.slot_mapping.device
     requests = b.decode_lens.shape[0]
     real = requests - (b.num_padded_decode - b.num_decode) // max(b.next_n, 1)
     decode = prefill = None
     if requests:
-        lens = torch.tensor([b.next_n] * real + [0] * (requests - real), dtype=torch.int32)
+        lens = torch.tensor([b.next_n] * real + [0] * (requests - real), dtype=torch.int32,
+                            device=dev)
         decode = DeepSeekV32IndexerDecodeMetadata(
             block_table=b.decode_tables, seq_lens=b.decode_lens, decode_lens=lens,
-            requires_padding=real != requests, schedule_metadata=torch.empty(0))
+            requires_padding=real != requests, schedule_metadata=torch.empty(0, device=dev))
     if b.num_prefill:
         totals = [c + n for c, n in zip(b.prefill_contexts, b.prefill_lens)]
-        cu = torch.tensor([0] + totals, dtype=torch.int32).cumsum(0).int()
-        to_seq = torch.repeat_interleave(torch.arange(len(totals), dtype=torch.int32),
-                                         torch.tensor(totals))
+        cu = torch.tensor([0] + totals, dtype=torch.int32, device=dev).cumsum(0).int()
+        to_seq = torch.repeat_interleave(torch.arange(len(totals), dtype=torch.int32, device=dev),
+                                         torch.tensor(totals, device=dev))
         chunk = DeepseekV32IndexerPrefillChunkMetadata(
             block_table=torch.stack(b.prefill_tables), cu_seqlen_ks=b.prefill_starts,
             cu_seqlen_ke=b.prefill_ends, cu_seq_lens=cu, token_to_seq=to_seq,
@@ -160,7 +157,8 @@ def _metadata(b: StepBatch):
             num_reqs=len(totals))
         prefill = DeepseekV32IndexerPrefillMetadata(chunks=[chunk])
     seq_lens = torch.cat([b.decode_lens, torch.tensor(
-        [c + n for c, n in zip(b.prefill_contexts, b.prefill_lens)], dtype=torch.int32)])
+        [c + n for c, n in zip(b.prefill_contexts, b.prefill_lens)], dtype=torch.int32,
+        device=dev)])
     return DeepseekV32IndexerMetadata(
         seq_lens=seq_lens, max_seq_len=int(seq_lens.max()) if seq_lens.numel() else 0,
         slot_mapping=_real_slots(b), num_decodes=real, num_decode_tokens=b.num_decode,
@@ -183,7 +181,7 @@ def _patched(module, b: StepBatch, aiter_prefill_topk: bool):
     saved = (module.get_forward_context, module.current_workspace_manager,
              aiter_ops.rocm_aiter_ops)
     module.get_forward_context = lambda: context
-    module.current_workspace_manager = _Workspace
+    module.current_workspace_manager = lambda: Workspace(b.slot_mapping.device)
     aiter_ops.rocm_aiter_ops = _Aiter(aiter_prefill_topk)
     try:
         yield
@@ -213,7 +211,7 @@ def run_step(module, b: StepBatch, *, aiter_prefill_topk: bool = False,
     keys = b.k_new[_real_slots_mask(b)]
     with _patched(module, b, aiter_prefill_topk):
         module.rocm_aiter_sparse_attn_indexer(
-            torch.empty(b.num_tokens, 1), LAYER, kv_cache.squeeze(2), q_fp8, keys, weights,
+            torch.empty(b.num_tokens, 1, device=kv_cache.device), LAYER, kv_cache.squeeze(2), q_fp8, keys, weights,
             HEAD_DIM, scale_fmt or "fp32", b.top_k, HEAD_DIM, b.max_model_len,
             sum(c + n for c, n in zip(b.prefill_contexts, b.prefill_lens)) or 1,
             buffer[:b.num_tokens])
@@ -222,6 +220,6 @@ def run_step(module, b: StepBatch, *, aiter_prefill_topk: bool = False,
 
 def _real_slots_mask(b: StepBatch) -> torch.Tensor:
     """Rows of this step's keys and slots that are real tokens, not graph padding."""
-    keep = torch.ones(b.k_new.shape[0], dtype=torch.bool)
+    keep = torch.ones(b.k_new.shape[0], dtype=torch.bool, device=b.k_new.device)
     keep[b.num_decode:b.num_padded_decode] = False
     return keep

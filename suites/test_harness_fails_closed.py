@@ -83,3 +83,42 @@ def test_broken_impl_module_is_an_error(tmp_path):
         load_impl_module(str(bad))
     with pytest.raises(ImplModuleError, match="no such file"):
         load_impl_module(str(tmp_path / "missing.py"))
+
+
+def _post_impl(fn, deviations=()):
+    return registry.Implementation(op="mhc_post", name="vendor", fn=fn,
+                                   known_deviations=tuple(deviations))
+
+
+def _broken_post(x, residual, post_layer_mix, comb_res_mix):
+    return registry.get("mhc_post", registry.REFERENCE).fn(x, residual, post_layer_mix,
+                                                           comb_res_mix) * 1.5
+
+
+def test_known_deviation_is_reported_apart_never_as_pass():
+    from harness.evaluate import evaluate
+    from harness.specs import Case, get_spec
+
+    registry.load_builtins()
+    case = Case("mhc_post", 7, 64, 0, "cpu")
+    deviation = registry.KnownDeviation("scales its output by 1.5", lambda c: c.tokens == 7)
+    ev = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [deviation]), case)
+    assert not ev.passed and {r["verdict"] for r in ev.rows} == {"known-deviation"}
+    assert all(r["known_deviation"] == deviation.reason for r in ev.rows)
+    other = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [deviation]),
+                     case.with_tokens(8))
+    assert {r["verdict"] for r in other.rows} == {"fail"}, "a deviation covers only its cases"
+
+
+def test_heavy_cases_are_marked_to_run_one_at_a_time_on_a_gpu():
+    from harness.profiles import get_profile
+    from harness.pytest_plugin import _memory_marks
+    from harness.specs import Case
+
+    nightly, smoke = get_profile("nightly"), get_profile("smoke")
+    assert _memory_marks(Case("mhc_post", 65536, 7168, 0, "cuda"), nightly)
+    assert _memory_marks(Case("mhc_post", 0, 4096, 0, "cuda"), nightly), "token-swept test"
+    assert _memory_marks(Case("top_k_per_row_prefill", 8192, 0, 0, "cuda",
+                              (("n", 131072),)), nightly)
+    assert not _memory_marks(Case("mhc_post", 8192, 7168, 0, "cuda"), nightly)
+    assert not _memory_marks(Case("mhc_post", 0, 200, 0, "cpu"), smoke)

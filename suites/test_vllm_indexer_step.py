@@ -41,9 +41,9 @@ def installed():
         pytest.skip(str(exc))
 
 
-def _step(mix, data="exact"):
+def _step(mix, device, data="exact"):
     batch, next_n, pad, prefill, seqs = mix
-    return make_step(Case("fp8_paged_mqa_logits", 0, 0, 0, "cpu", (
+    return make_step(Case("fp8_paged_mqa_logits", 0, 0, 0, device, (
         ("batch", batch), ("next_n", next_n), ("pad", pad), ("prefill", prefill), ("seqs", seqs),
         ("n", 300), ("heads", 4), ("k", 32), ("data", data), ("block_size", 1))))
 
@@ -59,8 +59,9 @@ def _judge(module, b, **kw) -> dict:
 @pytest.mark.parametrize("aiter_prefill_topk", [False, True], ids=["C-topk", "aiter-prefill-topk"])
 @pytest.mark.parametrize("data", ["exact", "random"])
 @pytest.mark.parametrize("mix", MIXES, ids=[f"dec{b}x{n}-pad{p}-pre{t}s{s}" for b, n, p, t, s in MIXES])
-def test_vllm_indexer_step_selects_reference_topk(installed, mix, data, aiter_prefill_topk, record):
-    b = _step(mix, data)
+def test_vllm_indexer_step_selects_reference_topk(installed, mix, data, aiter_prefill_topk, record,
+                                                   device):
+    b = _step(mix, device, data)
     row = _judge(installed, b, aiter_prefill_topk=aiter_prefill_topk)
     record([{"op": "indexer_step", "impl": "vllm", "check": "indexer_step", "tokens": b.num_tokens,
              "case": f"{mix}-{data}-{aiter_prefill_topk}", "output": "topk_indices_buffer",
@@ -68,12 +69,12 @@ def test_vllm_indexer_step_selects_reference_topk(installed, mix, data, aiter_pr
     assert row["passed"], row["detail"]
 
 
-def test_padded_decode_path_assumes_rows_exactly_top_k_wide(installed):
+def test_padded_decode_path_assumes_rows_exactly_top_k_wide(installed, device):
     """Found here: with graph padding, vLLM unpacks the decode top-k with
     ``unpack_seq_triton``, which ignores the row stride of ``topk_indices_buffer[:n, :top_k]``.
     Harmless while vLLM allocates the buffer exactly top_k wide; a wider buffer (a shared one,
     or guard columns) gets guard values. The harness must see it."""
-    row = _judge(installed, _step((3, 2, 2, 0, 1)), buffer_as_allocated=False)
+    row = _judge(installed, _step((3, 2, 2, 0, 1), device), buffer_as_allocated=False)
     assert not row["passed"] and "neither a valid offset nor -1" in row["detail"], row
 
 
@@ -89,15 +90,15 @@ def _replay(tmp_path, *changes) -> object:
     return vllm_indexer.load(scratch)
 
 
-def test_replay_pr42810_decode_slice_with_real_token_count_is_flagged(installed, tmp_path):
+def test_replay_pr42810_decode_slice_with_real_token_count_is_flagged(installed, tmp_path, device):
     pre_fix = _replay(tmp_path, DECODE_SLICE)
-    row = _judge(pre_fix, _step((3, 2, 2, 0, 1)))
+    row = _judge(pre_fix, _step((3, 2, 2, 0, 1), device))
     assert not row["passed"] and "num_rows" in row["detail"], row
-    assert _judge(installed, _step((3, 2, 2, 0, 1)))["passed"]
+    assert _judge(installed, _step((3, 2, 2, 0, 1), device))["passed"]
 
 
-def test_replay_pr42810_global_prefill_topk_is_flagged(installed, tmp_path):
+def test_replay_pr42810_global_prefill_topk_is_flagged(installed, tmp_path, device):
     pre_fix = _replay(tmp_path, GLOBAL_PREFILL)
-    row = _judge(pre_fix, _step((0, 1, 0, 40, 3)), aiter_prefill_topk=True)
+    row = _judge(pre_fix, _step((0, 1, 0, 40, 3), device), aiter_prefill_topk=True)
     assert not row["passed"], row
-    assert _judge(installed, _step((0, 1, 0, 40, 3)), aiter_prefill_topk=True)["passed"]
+    assert _judge(installed, _step((0, 1, 0, 40, 3), device), aiter_prefill_topk=True)["passed"]

@@ -29,6 +29,11 @@ class Adapter:
     ops the api lacks may also be left out."""
     accumulation: dict[str, str] = dataclasses.field(default_factory=dict)
     """Implementation name -> declared accumulation class (see Implementation.accumulation)."""
+    declared: dict[str, dict[str, dict[str, str]]] = dataclasses.field(default_factory=dict)
+    """Implementation name -> op -> declared properties (see Implementation.declared); an
+    ``accumulation`` here overrides the implementation-wide one for that op."""
+    deviations: dict[str, dict[str, tuple]] = dataclasses.field(default_factory=dict)
+    """Implementation name -> op -> KnownDeviation entries (documented upstream disagreements)."""
 
 
 def namespace(**entries: Any) -> types.SimpleNamespace:
@@ -66,9 +71,14 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
             if isinstance(fns.get(op), str):
                 register_unavailable(op, impl_name, fns[op])
             elif op in fns:
+                declared = dict(adapter.declared.get(impl_name, {}).get(op, {}))
+                accumulation = declared.pop("accumulation",
+                                            adapter.accumulation.get(impl_name, "fp32"))
                 add(Implementation(op=op, name=impl_name, fn=fns[op],
                                    source=f"harness.adapters.{adapter.name}",
-                                   accumulation=adapter.accumulation.get(impl_name, "fp32")),
+                                   accumulation=accumulation, declared=declared,
+                                   known_deviations=tuple(
+                                       adapter.deviations.get(impl_name, {}).get(op, ()))),
                     replace=True)
                 count += 1
             else:

@@ -24,6 +24,8 @@ import re
 from harness.adapters.base import Adapter, namespace
 from harness.adapters.deepgemm import LOGITS_OPS, deepgemm_logits
 from harness.adapters.signature import bind_by_name
+from harness.adapters.vllm_sparse import (DECLARED, DEVIATIONS, SPARSE_ENTRIES, bind_sparse,
+                                          discover_sparse)
 from harness.ops import MHC_OPS
 
 MHC_MODULE = "vllm.model_executor.kernels.mhc"
@@ -62,20 +64,47 @@ def _c_extension_error() -> str:
     errors = []
     for name in C_EXTENSIONS:
         try:
-            importlib.import_module(name)
-            return ""
+            if getattr(importlib.import_module(name), "__file__", None):
+                return ""
+            errors.append(f"{name}: absent (the harness's stand-in is in its place)")
+            continue
         except Exception as exc:  # ImportError, or an undefined symbol of another torch
             errors.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
     return "; ".join(errors)
 
 
+def stand_in_for_missing_extension(c_error: str) -> None:
+    """Let vLLM's CUDA platform module import without vLLM's compiled extension.
+
+    ``vllm/platforms/cuda.py`` imports ``vllm._C_stable_libtorch`` unconditionally, so on a GPU
+    host whose torch is not the one vLLM's wheel was built for (or with the wheel's Python
+    only), none of vLLM's Python kernels would import. An empty module stands in; the compiled
+    ops stay unregistered and every entry that needs one is reported "not run here"."""
+    import sys
+    import types
+
+    if not c_error or "vllm._C_stable_libtorch" in sys.modules:
+        return
+    sys.modules["vllm._C_stable_libtorch"] = types.ModuleType(
+        "vllm._C_stable_libtorch", f"harness stand-in: vLLM's compiled extension is absent ({c_error})")
+
+
+def import_vllm():
+    """``vllm`` ready for its Python kernels to import here; returns (module, why its compiled
+    extension is not loaded, or "")."""
+    vllm = importlib.import_module("vllm")
+    c_error = _c_extension_error()
+    stand_in_for_missing_extension(c_error)
+    _give_vllm_real_triton()
+    return vllm, c_error
+
+
 def discover():
     import torch
 
-    vllm = importlib.import_module("vllm")
-    _give_vllm_real_triton()
+    vllm, c_error = import_vllm()
     mhc = importlib.import_module(MHC_MODULE)
-    c_error = _c_extension_error()
+    sparse, sparse_error = discover_sparse()
     try:
         deep_gemm = importlib.import_module("vllm.utils.deep_gemm")
     except ImportError:
@@ -83,7 +112,8 @@ def discover():
     return namespace(
         version=getattr(vllm, "__version__", "?"), mhc=mhc, c_error=c_error,
         c_ops=getattr(torch.ops, "_C", None), cache_ops=getattr(torch.ops, "_C_cache_ops", None),
-        triton_on=importlib.import_module("vllm.triton_utils").HAS_TRITON, deep_gemm=deep_gemm)
+        triton_on=importlib.import_module("vllm.triton_utils").HAS_TRITON, deep_gemm=deep_gemm,
+        sparse=sparse, sparse_error=sparse_error)
 
 
 def _compiled_ops_missing(fn, api) -> list[str]:
@@ -194,6 +224,12 @@ def _compiled(api) -> dict:
 
 def bind(api) -> dict:
     bound = {f"vllm-{b}": _bind_mhc(b, api) for b in MHC_BACKENDS}
+    sparse = bind_sparse(getattr(api, "sparse", None),
+                         getattr(api, "sparse_error", "") or "vLLM's sparse module not found",
+                         {impl: _why_backend_cannot_run(impl.removeprefix("vllm-"), api)
+                          for impl in SPARSE_ENTRIES})
+    for impl, ops in sparse.items():
+        bound[impl].update(ops)
     bound["vllm"] = _compiled(api)
     if getattr(api, "deep_gemm", None) is not None:
         bound["vllm-deepgemm"] = deepgemm_logits(api.deep_gemm)
@@ -204,7 +240,9 @@ ADAPTER = Adapter(
     name="vllm", package="vllm",
     install_hint="install vLLM (bash scripts/install.sh puts the pinned wheel's Python in; or "
                  "your build with pip install -e .) to test it",
-    ops={**{f"vllm-{b}": MHC_OPS for b in MHC_BACKENDS},
+    ops={**{f"vllm-{b}": MHC_OPS + tuple(SPARSE_ENTRIES.get(f"vllm-{b}", ()))
+            for b in MHC_BACKENDS},
          "vllm": ("top_k_per_row_prefill", "top_k_per_row_decode", "indexer_k_quant_and_cache"),
          "vllm-deepgemm": LOGITS_OPS},
-    discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"})
+    discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"}, declared=DECLARED,
+    deviations=DEVIATIONS)

@@ -191,13 +191,25 @@ class QuantAndCacheSpec(OpSpec):
         return {"kv_cache": cache}
 
     def reference(self, inputs):
-        cache = inputs["kv_cache"].clone()
-        ref.indexer_k_quant_and_cache(*{**inputs, "kv_cache": cache}.values())
-        return {"kv_cache": cache}
+        caches = {}
+        for layout in ref.KV_LAYOUTS:
+            caches[layout] = inputs["kv_cache"].clone()
+            ref.write_cache(inputs["k"], caches[layout], inputs["slot_mapping"],
+                            inputs["scale_fmt"], layout)
+        return {"kv_cache": caches["normal"], "_layouts": caches}
+
+    def for_implementation(self, expect, impl):
+        """A writer that declares ``kv_layout`` is judged on that layout's bytes."""
+        return {**expect, "_layout": impl.declared.get("kv_layout", "normal")}
 
     def compare(self, outputs, expect):
-        return [_exact_row("kv_cache", outputs["kv_cache"], expect["kv_cache"], torch.uint8,
-                           BLOCK_SIZE * HEAD_DIM)]
+        layout = expect.get("_layout", "normal")
+        if layout not in expect["_layouts"]:
+            return [{"output": "kv_cache", "passed": False, "detail": f"declared K-cache layout "
+                     f"{layout!r} is unknown; the harness knows {', '.join(ref.KV_LAYOUTS)}"}]
+        row = _exact_row("kv_cache", outputs["kv_cache"], expect["_layouts"][layout], torch.uint8,
+                         BLOCK_SIZE * HEAD_DIM)
+        return [{**row, "layout": layout}]
 
 
 def quantized_q(case: Case, rows: int, heads: int):
@@ -233,11 +245,21 @@ class MqaLogitsSpec(OpSpec):
         return {**expect, "_dims": (inputs["q"].shape[-1], inputs["q"].shape[-2])}
 
     def for_implementation(self, expect, impl):
-        return {**expect, "_accumulation": impl.accumulation}
+        return {**expect, "_accumulation": impl.accumulation,
+                "_outside_window": impl.declared.get("outside_window", "-inf")}
 
     def compare(self, outputs, expect):
-        return [logits_row(outputs["logits"], expect["logits"], expect["_bound"], expect["_dims"],
-                           expect.get("_accumulation", "fp32"))]
+        logits, outside = outputs["logits"], expect.get("_outside_window", "-inf")
+        if outside not in ("-inf", "unwritten"):
+            return [{"output": "logits", "passed": False, "detail": f"unknown declared "
+                     f"outside_window {outside!r}; declare '-inf' or 'unwritten'"}]
+        if outside == "unwritten" and logits.shape == expect["logits"].shape:
+            logits = logits.masked_fill(torch.isneginf(expect["logits"]), float("-inf"))
+        row = logits_row(logits, expect["logits"], expect["_bound"], expect["_dims"],
+                         expect.get("_accumulation", "fp32"))
+        if outside != "-inf":
+            row["outside_window"] = f"not judged (declared {outside})"
+        return [row]
 
 
 def _f64_logits(q, k, k_scale, weights, ks, ke) -> torch.Tensor:

@@ -49,6 +49,42 @@ def cache_views(kv_cache: torch.Tensor, head_dim: int, block_size: int):
 
 
 
+KV_LAYOUTS = ("normal", "shuffle16")
+"""K-cache value layouts within a block: ``normal`` (slot after slot, the contract's) and
+``shuffle16`` (16 slots x 16 bytes tiles, vLLM's ROCm writer for blocks of more than one slot,
+the layout AITER's paged reader expects)."""
+
+
+def value_offsets(slot_in_block: torch.Tensor, head_dim: int, layout: str) -> torch.Tensor:
+    """[n, head_dim] byte offsets, within a block's value region, of each slot's fp8 values."""
+    if layout not in KV_LAYOUTS:
+        raise ValueError(f"unknown K-cache layout {layout!r}; declare one of {', '.join(KV_LAYOUTS)}")
+    d = torch.arange(head_dim, device=slot_in_block.device)
+    s = slot_in_block[:, None]
+    if layout == "normal":
+        return s * head_dim + d
+    return (s // 16) * 16 * head_dim + (s % 16) * 16 + (d // 16) * 256 + d % 16
+
+
+def write_cache(k, kv_cache, slot_mapping, scale_fmt, layout: str = "normal") -> None:
+    """Quantise the rows of ``k`` whose slot is >= 0 into ``kv_cache`` laid out as ``layout``
+    (``shuffle16`` applies to blocks of more than one slot; a one-slot block has one layout)."""
+    block_size, head_dim = kv_cache.shape[1], k.shape[1]
+    if k.shape[0] == 0:
+        return
+    values, scales = cache_views(kv_cache, head_dim, block_size)
+    slots = slot_mapping[:k.shape[0]].long()
+    keep = slots >= 0
+    kq, ks = quantize_rows(k[keep], scale_fmt)
+    blk, off = slots[keep] // block_size, slots[keep] % block_size
+    scales[blk, off] = ks
+    if layout == "normal" or block_size == 1:
+        values[blk, off] = kq
+        return
+    flat = values.view(values.shape[0], -1)
+    flat[blk[:, None], value_offsets(off, head_dim, layout)] = kq
+
+
 def mqa_logits(q, k, k_scale, weights, ks, ke, dtype) -> torch.Tensor:
     """``sum_h w[m,h] * relu((q[m,h] . k[n]) * k_scale[n])`` computed and returned in ``dtype``
     (float32 for the registered op, float64 for ground truth), -inf outside [ks, ke)."""
@@ -131,17 +167,8 @@ def fp8_quantize_q(q, weights, softmax_scale):
 
 @register("indexer_k_quant_and_cache", "torch")
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
-    _, block_size = validate.check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size,
-                                                   scale_fmt)
-    if k.shape[0] == 0:
-        return
-    values, scales = cache_views(kv_cache, k.shape[1], block_size)
-    slots = slot_mapping[:k.shape[0]].long()
-    keep = slots >= 0
-    kq, ks = quantize_rows(k[keep], scale_fmt)
-    blk, off = slots[keep] // block_size, slots[keep] % block_size
-    values[blk, off] = kq
-    scales[blk, off] = ks
+    validate.check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt)
+    write_cache(k, kv_cache, slot_mapping, scale_fmt)
 
 
 @register("fp8_mqa_logits", "torch")

@@ -1,0 +1,121 @@
+"""vLLM's sparse-indexer entries (``vllm.v1.attention.ops.rocm_aiter_mla_sparse``) as implementations.
+
+That module is vLLM's ROCm sparse-MLA path, where the regressions this harness exists for were
+found. Its torch fallbacks and Triton kernels need neither ROCm nor vLLM's compiled extension, so
+they run wherever vLLM's Python is installed (Triton interpreted on a CPU machine):
+
+=============  =============================  ====================================
+implementation op                             vLLM 0.33.0 entry
+=============  =============================  ====================================
+vllm-torch     fp8_mqa_logits                 ``fp8_mqa_logits_torch``
+vllm-torch     fp8_paged_mqa_logits           ``fp8_paged_mqa_logits_torch``
+vllm-triton    fp8_paged_mqa_logits           ``rocm_fp8_paged_mqa_logits_triton``
+vllm-triton    indexer_k_quant_and_cache      ``indexer_k_quant_and_cache_triton``
+=============  =============================  ====================================
+
+Where vLLM's kernels differ from ``../shared/spec/ops.md`` by design, the difference is declared
+(``DECLARED``) and judged as declared, never hidden: the Triton K-cache writer lays blocks of more
+than one slot out as 16x16 tiles (``kv_layout: shuffle16``, the layout AITER's reader expects), and
+the Triton paged-logits kernel writes only the visible window of each row (``outside_window:
+unwritten``; vLLM's top-k reads no further) with fp8 tensor-core dots (``fp8-mma``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+
+from harness.adapters.signature import bind_by_name
+from harness.registry import KnownDeviation
+
+SPARSE_MODULE = "vllm.v1.attention.ops.rocm_aiter_mla_sparse"
+SPARSE_ENTRIES = {
+    "vllm-torch": {"fp8_mqa_logits": "fp8_mqa_logits_torch",
+                   "fp8_paged_mqa_logits": "fp8_paged_mqa_logits_torch"},
+    "vllm-triton": {"fp8_paged_mqa_logits": "rocm_fp8_paged_mqa_logits_triton",
+                    "indexer_k_quant_and_cache": "indexer_k_quant_and_cache_triton"},
+}
+DECLARED = {"vllm-triton": {
+    "fp8_paged_mqa_logits": {"accumulation": "fp8-mma", "outside_window": "unwritten"},
+    "indexer_k_quant_and_cache": {"kv_layout": "shuffle16"},
+}}
+ALIASES = {"q_fp8": "q", "kv_cache_fp8": "kv_cache"}
+DEVIATIONS = {
+    "vllm-torch": {
+        "fp8_mqa_logits": (KnownDeviation(
+            "fp8_mqa_logits_torch computes each head's q.k score in bf16 (an einsum of bf16 "
+            "copies of q and k returns bf16), so logits carry bf16 rounding (up to ~2^-9 of a "
+            "score) where the contract asks fp32"),),
+        "fp8_paged_mqa_logits": (KnownDeviation(
+            "fp8_paged_mqa_logits_torch with next_n > 1 reads the cache as one row of head_dim "
+            "fp8 values + 4 scale bytes per slot, not the block-major layout (all values, then "
+            "all scales) that vLLM's own writers and its next_n == 1 path use: wrong keys and "
+            "scales, NaN/inf logits", lambda case: case.param("next_n", 1) > 1),),
+    },
+}
+SPARSE_OPS = tuple(sorted({op for ops in SPARSE_ENTRIES.values() for op in ops}))
+
+
+class Workspace:
+    """vLLM's workspace manager as a model runner would have set it up, on ``device``. Buffers
+    come NaN-filled (integers: -2), so that what a kernel leaves unwritten shows."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def get_simultaneous(self, *shapes_and_dtypes):
+        import torch
+
+        return [torch.full(shape, float("nan") if dtype.is_floating_point else -2, dtype=dtype,
+                           device=self.device) for shape, dtype in shapes_and_dtypes]
+
+
+@contextlib.contextmanager
+def workspace(module, device):
+    """``module.current_workspace_manager`` returning a :class:`Workspace` on ``device``."""
+    saved = module.current_workspace_manager
+    module.current_workspace_manager = lambda: Workspace(device)
+    try:
+        yield
+    finally:
+        module.current_workspace_manager = saved
+
+
+def discover_sparse():
+    """(the module, "") or (None, why it does not import here)."""
+    try:
+        return importlib.import_module(SPARSE_MODULE), ""
+    except Exception as exc:  # ImportError, or a platform probe failing at import
+        return None, (f"{SPARSE_MODULE} does not import here ({type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:160]}); bash scripts/install.sh installs the "
+                      "packages it imports")
+
+
+def _with_workspace(module, fn):
+    @functools.wraps(fn)
+    def call(q, *args, **kwargs):
+        with workspace(module, q.device):
+            return fn(q, *args, **kwargs)
+    return call
+
+
+def bind_sparse(module, error: str, blocked: dict[str, str | None]) -> dict[str, dict]:
+    """{implementation: {op: contract function, or why not}} for ``SPARSE_ENTRIES``.
+
+    ``blocked``: implementation -> why its backend cannot run here (None when it can)."""
+    bound: dict[str, dict] = {}
+    for impl, entries in SPARSE_ENTRIES.items():
+        ops = bound.setdefault(impl, {})
+        for op, name in entries.items():
+            fn = getattr(module, name, None) if module is not None else None
+            if module is None:
+                ops[op] = f"{name}: {error}"
+            elif not callable(fn):
+                ops[op] = f"{SPARSE_MODULE} has no {name} in this vLLM release"
+            elif blocked.get(impl):
+                ops[op] = f"{name}: {blocked[impl]}"
+            else:
+                call = bind_by_name(op, fn, aliases=ALIASES)
+                ops[op] = _with_workspace(module, call) if callable(call) else call
+    return bound
