@@ -48,7 +48,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
     flat_out = out.detach().reshape(-1)
     flat_ref = ref.detach().reshape(-1).to(out.device)
     for start in range(0, flat_out.numel(), CHUNK_ELEMENTS):
-        acc.add(flat_out[start:start + CHUNK_ELEMENTS], flat_ref[start:start + CHUNK_ELEMENTS])
+        acc.add(flat_out[start:start + CHUNK_ELEMENTS], flat_ref[start:start + CHUNK_ELEMENTS],
+                start)
     numel = max(out.numel(), 1)
     row.update(numel=out.numel(), max_abs=acc.max_abs,
                mean_abs=acc.sum_abs / acc.finite if acc.finite else 0.0, max_rel=acc.max_rel,
@@ -56,14 +57,19 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
                nonfinite_mismatch=acc.nonfinite_mismatch, cosine=acc.cosine())
     if acc.ulps:
         row["max_ulp"] = acc.max_ulp
+    row["tol_used"] = acc.tol_used
+    if acc.worst_index >= 0 and out.dim() and out.shape[0]:
+        row["worst_token"] = acc.worst_index // max(out.numel() // out.shape[0], 1)
     failed = []
     if acc.nan_count:
         failed.append(f"{acc.nan_count} NaN")
     if acc.nonfinite_mismatch:
         failed.append(f"{acc.nonfinite_mismatch} non-finite values differ from the reference")
     if acc.mismatches:
+        where = f" at token {row['worst_token']}" if "worst_token" in row else ""
         failed.append(f"{acc.mismatches}/{numel} elements beyond atol={tol.atol:g} "
-                      f"rtol={tol.rtol:g} (max abs {acc.max_abs:.3g})")
+                      f"rtol={tol.rtol:g} (max abs {acc.max_abs:.3g}; worst {acc.tol_used:.3g}x "
+                      f"the tolerance{where})")
     row["passed"] = not failed
     row["detail"] = "; ".join(failed)
     return row
@@ -77,9 +83,11 @@ class _Accumulator:
         self.max_abs = self.sum_abs = self.max_rel = 0.0
         self.finite = self.mismatches = self.nan_count = self.nonfinite_mismatch = 0
         self.max_ulp = 0
+        self.tol_used, self.worst_index = 0.0, -1
+        """Largest |err| / (atol + rtol |ref|) (1.0 = at the limit) and its flat index."""
         self.dot = self.norm_o = self.norm_r = 0.0
 
-    def add(self, out: torch.Tensor, ref: torch.Tensor) -> None:
+    def add(self, out: torch.Tensor, ref: torch.Tensor, start: int = 0) -> None:
         o = out.double()
         r = ref.double()
         self.nan_count += int(torch.isnan(o).sum())
@@ -93,7 +101,13 @@ class _Accumulator:
         self.finite += of.numel()
         self.max_abs = max(self.max_abs, float(err.max()))
         self.sum_abs += float(err.sum())
-        self.mismatches += int((err > self.tol.atol + self.tol.rtol * rf.abs()).sum())
+        allowed = self.tol.atol + self.tol.rtol * rf.abs()
+        self.mismatches += int((err > allowed).sum())
+        share = err / allowed.clamp_min(1e-300)
+        worst = int(share.argmax())
+        if float(share[worst]) > self.tol_used:
+            self.tol_used = float(share[worst])
+            self.worst_index = start + int(both.nonzero()[worst])
         significant = rf.abs() > self.tol.atol
         if significant.any():
             self.max_rel = max(self.max_rel, float((err[significant] / rf[significant].abs()).max()))

@@ -233,9 +233,14 @@ def device(request) -> str:
 
 
 @pytest.fixture
-def record():
-    """Append result rows (dicts) to the session's result log."""
-    return SESSION.extend
+def record(request):
+    """Append result rows (dicts) to the session's result log, each with the test's node id (the
+    report turns it into the command that reproduces only that test)."""
+    test = f"{request.config.rootpath}/{request.node.nodeid}"
+
+    def extend(rows):
+        SESSION.extend({**row, "test": test} for row in rows)
+    return extend
 
 
 def _xdist_worker(config) -> str | None:
@@ -271,6 +276,7 @@ def pytest_sessionfinish(session, exitstatus):
                started=started.isoformat(),
                seconds=(datetime.datetime.now() - started).total_seconds(),
                argv=list(session.config.invocation_params.args),
+               cwd=str(session.config.invocation_params.dir),
                cases_run=dict(_TALLY["ran"]), out_of_memory=list(_TALLY["out_of_memory"]),
                failed=list(_TALLY["failed"]), impl_wanted=session.config.getoption("impl") or [])
     write_summary(folder, profile=profile, pytest_exit=int(exitstatus))

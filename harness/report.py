@@ -13,7 +13,7 @@ import subprocess
 
 import pandas as pd
 
-from harness import device
+from harness import device, report_tables
 from harness.registry import unavailable
 from harness.results import KNOWN_DEVIATION
 from harness.verdict import run_verdict
@@ -75,29 +75,20 @@ def load_results(folder: pathlib.Path) -> pd.DataFrame:
 
 def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathlib.Path:
     df = load_results(folder)
-    lines = [f"# Harness run: profile `{profile}`", ""]
     code, why = run_verdict(int(pytest_exit), read_meta(folder))
     verdict = {0: "PASS", 1: "FAIL"}.get(code, "COULD NOT TEST")
-    lines += [f"**Verdict: {verdict}** ({why})", ""]
+    lines = [f"# Verdict: {verdict} (profile `{profile}`)", "", why, ""]
+    modules, wanted = _run_option(folder, "--impl-module"), set(_run_option(folder, "--impl"))
+    missing = {key: reason for key, reason in unavailable().items()
+               if not wanted or key[1] in wanted}
     if not df.empty:
-        counts = df.groupby(["op", "impl", "check"])["verdict"].value_counts().unstack(fill_value=0)
-        lines += ["## Checks", "", counts.to_markdown() if _has_tabulate() else
-                  "```\n" + counts.to_string() + "\n```", ""]
-        failed = df[df["verdict"] == "fail"]
-        if not failed.empty:
-            worst = failed.sort_values("max_abs", ascending=False, na_position="last").head(20)
-            lines += ["## Failures (worst first)", "", "```",
-                      worst[["op", "impl", "case", "check", "output", "max_abs", "detail"]]
-                      .to_string(index=False), "```", ""]
+        lines += report_tables.self_check(df)
+        lines += report_tables.failures(df, profile, modules)
+    shown = df[df["impl"].isin(wanted)] if wanted and not df.empty else df
+    lines += report_tables.matrix(shown, missing) if not shown.empty or missing else []
+    if not df.empty:
         lines += _known_deviations(df)
-        acc = df[(df["check"] == "accuracy") & df["max_abs"].notna()]
-        if not acc.empty:
-            table = acc.pivot_table(index=["op", "output", "impl"], columns="tokens",
-                                    values="max_abs", aggfunc="max")
-            lines += ["## Max abs error per (op, output, impl) and token count", "", "```",
-                      table.to_string(float_format=lambda v: f"{v:.2e}"), "```", ""]
     lines += _saved_cases(folder)
-    missing = unavailable()
     if missing:
         grouped: dict[tuple[str, str], list[str]] = {}
         for (op, name), why in sorted(missing.items()):
@@ -115,6 +106,17 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     return path
 
 
+def _run_option(folder: pathlib.Path, flag: str) -> list[str]:
+    """The values the run was given for a repeatable pytest option (from run.json's argv);
+    ``--impl-module`` paths made absolute against the run's working directory."""
+    meta = read_meta(folder)
+    argv = meta.get("argv", [])
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+    if flag == "--impl-module" and meta.get("cwd"):
+        values = [str(pathlib.Path(meta["cwd"]) / v) if v.endswith(".py") else v for v in values]
+    return values
+
+
 def _saved_cases(folder: pathlib.Path) -> list[str]:
     """The failing cases saved for ``harness replay`` (and those over the run's size budget)."""
     cases = folder / "cases"
@@ -123,9 +125,7 @@ def _saved_cases(folder: pathlib.Path) -> list[str]:
         if (cases / "not_saved.txt").exists() else []
     if not saved and not skipped:
         return []
-    argv = read_meta(folder).get("argv", [])
-    modules = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--impl-module"]
-    extra = "".join(f" --impl-module {m}" for m in modules)
+    extra = "".join(f" --impl-module {m}" for m in _run_option(folder, "--impl-module"))
     lines = ["## Saved failing cases (replay on any machine, exit 0/1/125)", ""]
     lines += [f"- `harness replay {p}{extra}`" for p in saved[:50]]
     if len(saved) > 50:
@@ -161,7 +161,7 @@ def write_html(folder: pathlib.Path, df: pd.DataFrame, summary_md: str) -> pathl
     parts += [f"<h2>{html.escape(p.stem.replace('_', ' '))}</h2><img src='{p.name}' "
               f"style='max-width:100%'>" for p in pngs]
     if not df.empty:
-        failed = df[df["verdict"] == "fail"]
+        failed = df[(df["verdict"] == "fail") & ~report_tables.seeded(df)]
         if not failed.empty:
             parts += ["<h2>Failures</h2>", failed[["op", "impl", "case", "check", "output",
                                                    "detail"]].head(200).to_html(index=False)]
@@ -169,11 +169,3 @@ def write_html(folder: pathlib.Path, df: pd.DataFrame, summary_md: str) -> pathl
     path = folder / "report.html"
     path.write_text("\n".join(parts))
     return path
-
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-        return True
-    except ImportError:
-        return False

@@ -34,8 +34,16 @@ def test_impl_module_verdict(tmp_path, source, verdict):
                           env=child_env())
     assert proc.returncode == verdict, proc.stdout[-3000:] + proc.stderr[-3000:]
     if verdict != 125:
-        assert (tmp_path / "report" / "summary.md").exists()
+        summary = (tmp_path / "report" / "summary.md").read_text()
+        assert summary.startswith(f"# Verdict: {'PASS' if verdict == 0 else 'FAIL'}"), summary
+        assert "| ext | " + ("pass" if verdict == 0 else "**FAIL**") in summary, summary
         assert (tmp_path / "report" / "junit.xml").exists()
+    if verdict == 1:
+        assert f"--impl ext --impl-module {module}" in summary, "no reproduce command"
+        saved = sorted((tmp_path / "report" / "cases").glob("*.pt"))
+        assert saved and f"harness replay {saved[0]}" in summary.replace(
+            "harness replay report/", f"harness replay {tmp_path}/report/"), summary
+        assert "harness replay" in (tmp_path / "report" / "junit.xml").read_text()
 
 
 def test_unknown_impl_name_cannot_test(tmp_path):
