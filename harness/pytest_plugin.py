@@ -237,9 +237,16 @@ def record(request):
     """Append result rows (dicts) to the session's result log, each with the test's node id (the
     report turns it into the command that reproduces only that test)."""
     test = f"{request.config.rootpath}/{request.node.nodeid}"
+    counted = {value for key, value in request.node.user_properties if key == "impl"}
 
     def extend(rows):
-        SESSION.extend({**row, "test": test} for row in rows)
+        rows = [{**row, "test": test} for row in rows]
+        for impl in sorted({str(r["impl"]) for r in rows if r.get("impl")} - counted):
+            # Rows of an implementation count as that implementation having run (a suite that
+            # runs vLLM's own code, not through a sweep target, still counts for --impl vllm).
+            request.node.user_properties.append(("impl", impl))
+            counted.add(impl)
+        SESSION.extend(rows)
     return extend
 
 
