@@ -108,7 +108,9 @@ def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, dim
     problems += [f"-inf pattern differs at {mask_bad} cells (visibility mask)"] if mask_bad else []
     problems += [f"{over} visible logits beyond the {accumulation} accumulation bound "
                  f"({factor / U32:.0f} u of their magnitude; worst {ratio:.0f} u)"] if over else []
+    used = float((err / allowed.clamp_min(1e-300)).max()) if err.numel() else 0.0
     return {**row, "passed": not problems, "max_abs": float(err.max()) if err.numel() else 0.0,
+            "tol_used": used,
             "accumulation": accumulation,
             "max_err_in_u_bound": ratio, "mask_mismatch": mask_bad, "nan_count": nan,
             "mismatch_frac": (over + mask_bad) / max(out.numel(), 1), "detail": "; ".join(problems)}
