@@ -169,6 +169,7 @@ def pytest_runtest_call(item):
         try:
             yield
         finally:
+            _release_gpu_memory()  # before the next heavy test may start
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
@@ -317,15 +318,19 @@ def pytest_runtest_logreport(report):
 _TALLY: dict = {"ran": {}, "failed": [], "out_of_memory": []}
 
 
+def _release_gpu_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def pytest_runtest_teardown(item, nextitem):
     """Give GPU memory back between tests, so one 131072-token case does not starve the next."""
     if harness_device.has_gpu():
-        import gc
-
-        import torch
-
-        gc.collect()
-        torch.cuda.empty_cache()
+        _release_gpu_memory()
 
 
 def pytest_collection_modifyitems(config, items):
