@@ -39,6 +39,34 @@ def _notify(**evaluation) -> None:
         observer(**evaluation)
 
 
+def _tensors(inputs: dict) -> dict[str, torch.Tensor]:
+    """Every tensor among the inputs, tuples (``kv``) flattened to ``name[i]``."""
+    found = {}
+    for name, value in inputs.items():
+        parts = value if isinstance(value, (tuple, list)) else (value,)
+        for i, part in enumerate(parts):
+            if isinstance(part, torch.Tensor):
+                found[name if len(parts) == 1 else f"{name}[{i}]"] = part
+    return found
+
+
+def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
+    """Inputs whose bytes differ from their copy taken before the call (in-place outputs are
+    copies the spec makes, so every input must come back untouched)."""
+    changed = []
+    for name, now in _tensors(inputs).items():
+        old = before.get(name)
+        if old is None or now.shape != old.shape:
+            continue
+        a, b = now.detach().contiguous().view(-1), old.contiguous().view(-1)
+        if a.dtype != torch.bool:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        bad = int((a != b).sum())
+        if bad:
+            changed.append(f"{name} ({bad} bytes)")
+    return changed
+
+
 def case_fields(case: Case, impl: str, check: str) -> dict:
     return {"op": case.op, "impl": impl, "case": case.id, "tokens": case.tokens,
             "hidden": case.hidden, "check": check}
@@ -54,6 +82,7 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     inputs = spec.make_inputs(case) if inputs is None else inputs
     ref = spec.reference(inputs) if ref is None else ref
     base = case_fields(case, impl.name, check)
+    before = {name: t.detach().clone() for name, t in _tensors(inputs).items()}
     try:
         outputs = spec.run(impl.fn, inputs, **knobs)
     except ContractViolation as exc:
@@ -72,6 +101,14 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
                          "known_deviation": deviation.reason})
             continue
         rows.append({**base, **row, "verdict": verdict(passed)})
+    changed = inputs_changed(before, inputs)
+    if changed:
+        rows.append({**base, "output": "inputs", "verdict": "fail",
+                     "detail": "the implementation wrote into its inputs: " + ", ".join(changed)})
+        for name, saved in before.items():  # later checks on these inputs see them as generated
+            target = _tensors(inputs).get(name)
+            if target is not None:
+                target.copy_(saved)
     _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=raw_ref,
             outputs=outputs, rows=rows, knobs=knobs)
     return Evaluation(case, impl.name, outputs, rows)

@@ -87,6 +87,16 @@ def indexer_step(spec: OpSpec, impl: Implementation, profile: Profile, base: Cas
     return Finding("indexer_step", impl.op, impl.name, not problems, message, rows)
 
 
+def inputs_unchanged(spec: OpSpec, impl: Implementation, case: Case) -> Finding:
+    """The evaluation's own check that every input comes back byte for byte as it was given."""
+    from harness.evaluate import evaluate
+
+    ev = evaluate(spec, impl, case, check="inputs_unchanged")
+    clobbered = [r["detail"] for r in ev.rows if r.get("output") == "inputs"]
+    return Finding("inputs_unchanged", spec.op, impl.name, not clobbered,
+                   "; ".join(clobbered) or "inputs come back untouched", ev.rows)
+
+
 def _probe_cases(spec, impl, base, probes, check, ok_message) -> Finding:
     from harness.evaluate import evaluate
 
@@ -112,6 +122,8 @@ RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] =
     "poisoned_outputs": lambda spec, impl, prof, base: poison.check(
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
     "config_invariance": lambda spec, impl, prof, base: config_invariance.check(
+        spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
+    "inputs_unchanged": lambda spec, impl, prof, base: inputs_unchanged(
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
     "topk_checks": topk_checks,
     "indexer_checks": indexer_checks,

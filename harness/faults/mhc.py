@@ -77,3 +77,14 @@ def split_k_drops_last_split(threshold: int) -> Implementation:
             hc_fn[:, keep:] = 0
         return ref.hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps)
     return _impl("hc_head", "fault-split-k-drops-last-split", hc_head, knobs={"n_splits": (1, 4)})
+
+
+@fault("post_writes_residual", "mhc_post", "inputs clobbered", "inputs_unchanged")
+def post_writes_residual(threshold: int) -> Implementation:
+    """Right output, but the residual stream it was given is overwritten in place (a kernel
+    that reuses its input buffer as scratch): the next layer reads garbage."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        out = ref.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+        residual[-1].zero_()
+        return out
+    return _impl("mhc_post", "fault-post-writes-residual", mhc_post)
