@@ -25,13 +25,14 @@ class CaseFileError(RuntimeError):
     """The file is not a readable harness case (damaged, truncated, foreign or too new)."""
 
 
-def _to(obj: Any, device: str | torch.device) -> Any:
+def to_device(obj: Any, device: str | torch.device) -> Any:
+    """Tensors anywhere in nested dicts / tuples / lists moved to ``device``."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().to(device)
     if isinstance(obj, dict):
-        return {k: _to(v, device) for k, v in obj.items()}
+        return {k: to_device(v, device) for k, v in obj.items()}
     if isinstance(obj, (tuple, list)):
-        return type(obj)(_to(v, device) for v in obj)
+        return type(obj)(to_device(v, device) for v in obj)
     return obj
 
 
@@ -82,8 +83,8 @@ def save(folder: pathlib.Path, *, impl, case, check: str, inputs: dict, referenc
                  "device": case.device, "params": [list(p) for p in case.params]},
         "knobs": {k: _plain(v) for k, v in (knobs or {}).items()},
         "declared": {"accumulation": impl.accumulation, **dict(impl.declared)},
-        "inputs": _to(inputs, "cpu"), "reference": _to(reference, "cpu"),
-        "outputs": _to(outputs, "cpu"),
+        "inputs": to_device(inputs, "cpu"), "reference": to_device(reference, "cpu"),
+        "outputs": to_device(outputs, "cpu"),
         "rows": [{k: _plain(v) for k, v in row.items()} for row in rows],
         "environment": {k: str(v) for k, v in environment.items()},
     }, path)
@@ -120,7 +121,3 @@ def case_of(data: dict, device: str):
     c = data["case"]
     return Case(c["op"], c["tokens"], c["hidden"], c["seed"], device,
                 tuple(tuple(p) for p in c["params"]))
-
-
-def on_device(obj: Any, device: str) -> Any:
-    return _to(obj, device)

@@ -71,8 +71,8 @@ def replay_one(path: pathlib.Path, impl_name: str | None, device: str) -> Replay
         return Replay(path, EXIT_UNTESTABLE, f"could not replay: {op}/{name} cannot run here "
                       f"({why}); pass --impl NAME or --impl-module PATH")
     case = casefile.case_of(data, device)
-    inputs = casefile.on_device(data["inputs"], device)
-    reference = casefile.on_device(data["reference"], device)
+    inputs = casefile.to_device(data["inputs"], device)
+    reference = casefile.to_device(data["reference"], device)
     ev = evaluate(spec, record, case, inputs=inputs, ref=reference, check=data.get("check",
                   "accuracy"), **data.get("knobs", {}))
     saved = _failures(data["rows"])

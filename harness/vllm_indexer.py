@@ -29,7 +29,7 @@ import types
 
 import torch
 
-from harness.adapters.vllm_sparse import Workspace
+from harness.adapters.vllm_sparse import workspace
 from harness.registry import REFERENCE, get
 from kernels.sparse_indexer.spec import HEAD_DIM
 from kernels.sparse_indexer.step import StepBatch
@@ -178,16 +178,14 @@ def _patched(module, b: StepBatch, aiter_prefill_topk: bool):
     aiter_ops = importlib.import_module("vllm._aiter_ops")
     context = types.SimpleNamespace(attn_metadata={LAYER: _metadata(b)},
                                     cudagraph_runtime_mode=CUDAGraphMode.NONE)
-    saved = (module.get_forward_context, module.current_workspace_manager,
-             aiter_ops.rocm_aiter_ops)
+    saved = (module.get_forward_context, aiter_ops.rocm_aiter_ops)
     module.get_forward_context = lambda: context
-    module.current_workspace_manager = lambda: Workspace(b.slot_mapping.device)
     aiter_ops.rocm_aiter_ops = _Aiter(aiter_prefill_topk)
     try:
-        yield
+        with workspace(module, b.slot_mapping.device):
+            yield
     finally:
-        (module.get_forward_context, module.current_workspace_manager,
-         aiter_ops.rocm_aiter_ops) = saved
+        module.get_forward_context, aiter_ops.rocm_aiter_ops = saved
 
 
 def run_step(module, b: StepBatch, *, aiter_prefill_topk: bool = False,

@@ -54,7 +54,6 @@ DEVIATIONS = {
             "scales, NaN/inf logits", lambda case: case.param("next_n", 1) > 1),),
     },
 }
-SPARSE_OPS = tuple(sorted({op for ops in SPARSE_ENTRIES.values() for op in ops}))
 
 
 class Workspace:
