@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import torch
 
+from harness.detectors import determinism
 from harness.registry import Implementation
 from harness.results import KNOWN_DEVIATION, verdict
 from harness.specs import Case, ContractViolation, OpSpec
@@ -67,14 +68,26 @@ def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
     return changed
 
 
+def _run_again(spec, impl, case, inputs, first, run, base, knobs) -> list[dict]:
+    try:
+        later = spec.run(impl.fn, inputs, **knobs)
+    except ContractViolation as exc:
+        return [{**base, "check": "determinism", "output": "*", "verdict": "fail",
+                 "detail": f"run {run} broke the contract after run 1 did not: {exc}"}]
+    return determinism.compare_runs(spec, case, impl.name, first, later, run, base)
+
+
 def case_fields(case: Case, impl: str, check: str) -> dict:
     return {"op": case.op, "impl": impl, "case": case.id, "tokens": case.tokens,
             "hidden": case.hidden, "check": check}
 
 
 def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None = None,
-             ref: dict | None = None, check: str = "accuracy", **knobs: Any) -> Evaluation:
-    """Outputs of ``impl`` on ``case`` and one comparison row per output.
+             ref: dict | None = None, check: str = "accuracy", runs: int = 1,
+             **knobs: Any) -> Evaluation:
+    """Outputs of ``impl`` on ``case`` and one comparison row per output; with ``runs`` > 1,
+    the later runs on the same inputs must reproduce the first bitwise (one determinism row
+    per output and run, see harness.detectors.determinism).
 
     A contract violation by the implementation (wrong number of outputs, shapes, dtypes) is a
     failed comparison, not a crash: the harness reports it like any other wrong answer.
@@ -109,6 +122,8 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
             target = _tensors(inputs).get(name)
             if target is not None:
                 target.copy_(saved)
+    for run in range(2, runs + 1):
+        rows += _run_again(spec, impl, case, inputs, outputs, run, base, knobs)
     _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=raw_ref,
             outputs=outputs, rows=rows, knobs=knobs)
     return Evaluation(case, impl.name, outputs, rows)

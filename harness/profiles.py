@@ -8,6 +8,7 @@ Odd and non-power-of-two counts are there on purpose: tails of tiles are where s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 
 from harness.device import has_gpu
@@ -23,16 +24,46 @@ class Profile:
     """Token counts up to this form the small-T baseline of the precision-growth detector."""
     batch_invariance_batch: int
     """Size of the 'large batch' the batch-invariance detector embeds its probe tokens in."""
+    dispatch_tokens: tuple[int, ...]
+    """Token counts on both sides of the places where kernels switch paths: the shipped kernels'
+    128-token tile, vLLM's 1024-token switch to TileLang's block-M prenorm GEMM (the carry-over
+    bug of vLLM PR 49429), 4096 and 8192. Run at the profile's smallest hidden size."""
+    runs: int
+    """How many times the accuracy suite runs an implementation on the same inputs; runs after
+    the first must be bitwise equal to it (an intermittent race loses on some runs only)."""
+    repeat_one_case_in: int
+    """Which cases get the extra runs: every case (1), or one in N, picked by a stable hash of
+    the case id (the CPU profile, where the Triton interpreter makes each run cost seconds)."""
 
+
+DISPATCH_TOKENS = (127, 129, 1023, 1025, 4095, 4097)
 
 PROFILES = {
-    "smoke": Profile("smoke", (1, 2, 7, 33, 64, 257), (64, 200), (0,), 64, 67),
-    "ci": Profile("ci", (1, 2, 7, 64, 257, 1024, 4099, 8192), (4096, 7168), (0,), 64, 4099),
+    "smoke": Profile("smoke", (1, 2, 7, 33, 64, 257), (64, 200), (0,), 64, 67,
+                     DISPATCH_TOKENS, runs=2, repeat_one_case_in=4),
+    "ci": Profile("ci", (1, 2, 7, 64, 257, 1024, 4099, 8192), (4096, 7168), (0,), 64, 4099,
+                  DISPATCH_TOKENS + (8191, 8193), runs=2, repeat_one_case_in=1),
     "nightly": Profile("nightly", (1, 2, 7, 64, 257, 1024, 4099, 8192, 32768, 65536),
-                       (4096, 7168), (0, 1), 64, 8192),
+                       (4096, 7168), (0, 1), 64, 8192, DISPATCH_TOKENS + (8191, 8193),
+                       runs=3, repeat_one_case_in=1),
     "full": Profile("full", (1, 2, 7, 64, 257, 1024, 4099, 8192, 32768, 65536, 131072),
-                    (4096, 7168), (0, 1, 2), 64, 32768),
+                    (4096, 7168), (0, 1, 2), 64, 32768, DISPATCH_TOKENS + (8191, 8193),
+                    runs=3, repeat_one_case_in=1),
 }
+
+INTERPRETER_MAX_TOKENS = 257
+"""Largest token count a Triton kernel is run at under the CPU interpreter. The mHC kernels run
+one program per token there: mhc_pre at T=4097, H=64 takes 114 s (T=1025: 28 s) on a CI core,
+so the interpreter stops at the smoke profile's largest count; GPU profiles cross every
+dispatch threshold with every implementation."""
+
+
+def runs_for(profile: Profile, case_id: str) -> int:
+    """How many runs the accuracy suite gives this case (see ``Profile.runs``)."""
+    if profile.repeat_one_case_in <= 1:
+        return profile.runs
+    digest = int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16)
+    return profile.runs if digest % profile.repeat_one_case_in == 0 else 1
 
 
 def default_profile_name() -> str:

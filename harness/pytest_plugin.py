@@ -31,7 +31,7 @@ import pathlib
 import pytest
 
 from harness import device as harness_device
-from harness.profiles import Profile, get_profile
+from harness.profiles import INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for
 from harness.registry import Implementation, load_builtins, records
 from harness.results import SESSION
 from harness.specs import Case, OpSpec, get_spec
@@ -49,6 +49,10 @@ class Target:
     @property
     def op(self) -> str:
         return self.spec.op
+
+    def runs(self, case: Case | None = None) -> int:
+        """How many times the accuracy suites run ``case`` (default: the target's own)."""
+        return runs_for(self.profile, (case or self.case).id)
 
 
 def pytest_addoption(parser):
@@ -130,10 +134,14 @@ def pytest_configure(config):
 
 
 def _values(profile: Profile, axis: str, spec) -> tuple:
-    """``"profile"``: the profile's own axis; a dict: values per profile name (key ``"default"``
-    for the rest); else the literal values."""
-    if spec == "profile":
-        return {"tokens": profile.tokens, "hidden": profile.hidden, "seed": profile.seeds}[axis]
+    """``"profile"``: the profile's own axis; ``"smallest"``: its smallest value;
+    ``"dispatch"``: the profile's dispatch_tokens; a dict: values per profile name (key
+    ``"default"`` for the rest); else the literal values."""
+    if spec in ("profile", "smallest"):
+        values = {"tokens": profile.tokens, "hidden": profile.hidden, "seed": profile.seeds}[axis]
+        return values if spec == "profile" else (min(values),)
+    if spec == "dispatch":
+        return profile.dispatch_tokens
     if isinstance(spec, dict):
         spec = spec.get(profile.name, spec.get("default", ()))
     return tuple(spec)
@@ -171,6 +179,16 @@ def pytest_runtest_call(item):
         finally:
             _release_gpu_memory()  # before the next heavy test may start
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _interpreter_marks(impl, case) -> list:
+    if not (impl.triton and harness_device.triton_interpreted()
+            and (case.tokens or 0) > INTERPRETER_MAX_TOKENS):
+        return []
+    return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU runs "
+                             f"under the interpreter (minutes at T={case.tokens}); Triton "
+                             f"kernels stop at T={INTERPRETER_MAX_TOKENS} on a CPU and are run "
+                             "at every token count on a GPU (--profile ci/nightly)")]
 
 
 def _deviation_marks(impl, case) -> list:
@@ -214,7 +232,8 @@ def pytest_generate_tests(metafunc):
                 for tokens in grid["tokens"]:
                     for seed, combo in itertools.product(grid["seed"], combos):
                         case = Case(op, tokens or 0, hidden or 0, seed or 0, dev, combo)
-                        marks = _deviation_marks(impl, case) + _memory_marks(case, profile)
+                        marks = (_deviation_marks(impl, case) + _memory_marks(case, profile)
+                                 + _interpreter_marks(impl, case))
                         pid = [op] + ([f"T{tokens}"] if tokens is not None else []) + \
                               ([f"H{hidden}"] if hidden is not None else []) + \
                               [f"{k}{v}" for k, v in combo] + \

@@ -61,6 +61,9 @@ class Implementation:
     """Other declared properties a spec judges by, e.g. ``kv_layout: shuffle16`` (a K-cache writer
     that lays each block out in 16x16 tiles) or ``outside_window: unwritten`` (logits written
     only where visible). Each spec documents the ones it reads; the report shows them."""
+    triton: bool = False
+    """Launches Triton kernels: on a CPU they run under the interpreter, in numpy, one program
+    at a time, so CPU profiles keep them to small token counts (profiles.INTERPRETER_MAX_TOKENS)."""
 
 
 _REGISTRY: dict[str, dict[str, Implementation]] = {}
@@ -69,7 +72,8 @@ _BUILTINS_LOADED = False
 
 def register(op: str, name: str, *, available: bool = True, reason: str = "",
              batch_invariant: bool = False, knobs: Mapping[str, tuple] | None = None,
-             replace: bool = False, accumulation: str = "fp32") -> Callable[[Callable], Callable]:
+             replace: bool = False, accumulation: str = "fp32",
+             triton: bool = False) -> Callable[[Callable], Callable]:
     """Decorator: record ``fn`` as implementation ``name`` of ``op``.
 
     ``available=False`` with a ``reason`` records an implementation that cannot run here.
@@ -86,7 +90,7 @@ def register(op: str, name: str, *, available: bool = True, reason: str = "",
     def decorator(fn: Callable) -> Callable:
         add(Implementation(op=op, name=name, fn=fn, available=available, reason=reason,
                            batch_invariant=batch_invariant, knobs=dict(knobs or {}),
-                           accumulation=accumulation,
+                           accumulation=accumulation, triton=triton,
                            source=getattr(fn, "__module__", "")), replace=replace)
         return fn
 

@@ -7,9 +7,11 @@ from typing import Callable
 
 import pandas as pd
 
-from harness.detectors import Finding, batch_invariance, config_invariance, poison, precision_growth
+from harness.detectors import (Finding, batch_invariance, config_invariance, determinism, poison,
+                               precision_growth)
+from harness.device import triton_interpreted
 from harness.faults import all_faults
-from harness.profiles import Profile
+from harness.profiles import INTERPRETER_MAX_TOKENS, Profile
 from harness.registry import Implementation, records
 from harness.results import KNOWN_DEVIATION
 from harness.specs import Case, OpSpec, get_spec
@@ -97,12 +99,22 @@ def inputs_unchanged(spec: OpSpec, impl: Implementation, case: Case) -> Finding:
                    "; ".join(clobbered) or "inputs come back untouched", ev.rows)
 
 
-def _probe_cases(spec, impl, base, probes, check, ok_message) -> Finding:
+def dispatch_thresholds(spec: OpSpec, impl: Implementation, profile: Profile, base: Case) -> Finding:
+    """The accuracy check at the profile's dispatch token counts (Triton kernels under the CPU
+    interpreter only up to INTERPRETER_MAX_TOKENS; the message says which counts ran)."""
+    tokens = [t for t in profile.dispatch_tokens
+              if not (impl.triton and triton_interpreted() and t > INTERPRETER_MAX_TOKENS)]
+    return _probe_cases(spec, impl, base, [(t, ()) for t in tokens], "dispatch_thresholds",
+                        f"matches the reference at T={', '.join(map(str, tokens))}",
+                        hidden=base.hidden)
+
+
+def _probe_cases(spec, impl, base, probes, check, ok_message, hidden: int = 0) -> Finding:
     from harness.evaluate import evaluate
 
     rows, problems, known = [], [], []
     for tokens, params in probes:
-        ev = evaluate(spec, impl, Case(spec.op, tokens, 0, base.seed, base.device, params),
+        ev = evaluate(spec, impl, Case(spec.op, tokens, hidden, base.seed, base.device, params),
                       check=check)
         rows += ev.rows
         if any(r["verdict"] == KNOWN_DEVIATION for r in ev.rows):
@@ -125,6 +137,9 @@ RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] =
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
     "inputs_unchanged": lambda spec, impl, prof, base: inputs_unchanged(
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS)),
+    "determinism": lambda spec, impl, prof, base: determinism.check(
+        spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS), runs=3),
+    "dispatch_thresholds": dispatch_thresholds,
     "topk_checks": topk_checks,
     "indexer_checks": indexer_checks,
     "indexer_step": indexer_step,

@@ -114,6 +114,11 @@ class OpSpec:
         accumulation precision). Default: ``ref`` unchanged."""
         return ref
 
+    def canonical(self, output: str, value: torch.Tensor) -> torch.Tensor:
+        """``value`` in the form two runs must agree on bitwise; override where the contract
+        leaves an order free. Default: as returned."""
+        return value
+
     def tolerance(self, output: str) -> Tolerance:
         return tolerance(self.op, output, self.output_dtypes[output])
 

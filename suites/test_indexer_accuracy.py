@@ -23,7 +23,7 @@ NEXT_N = [1, 2, 4]
 
 
 def _check(target, case, record):
-    ev = evaluate(target.spec, target.impl, case)
+    ev = evaluate(target.spec, target.impl, case, runs=target.runs(case))
     record(ev.rows)
     assert ev.passed, f"{case.id} [{target.impl.name}]: {ev.failures()}"
 

@@ -34,6 +34,8 @@ class Adapter:
     ``accumulation`` here overrides the implementation-wide one for that op."""
     deviations: dict[str, dict[str, tuple]] = dataclasses.field(default_factory=dict)
     """Implementation name -> op -> KnownDeviation entries (documented upstream disagreements)."""
+    triton: frozenset[str] = frozenset()
+    """Implementation names whose entries launch Triton kernels (Implementation.triton)."""
 
 
 def namespace(**entries: Any) -> types.SimpleNamespace:
@@ -77,6 +79,7 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
                 add(Implementation(op=op, name=impl_name, fn=fns[op],
                                    source=f"harness.adapters.{adapter.name}",
                                    accumulation=accumulation, declared=declared,
+                                   triton=impl_name in adapter.triton,
                                    known_deviations=tuple(
                                        adapter.deviations.get(impl_name, {}).get(op, ()))),
                     replace=True)

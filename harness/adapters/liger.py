@@ -78,4 +78,4 @@ ADAPTER = Adapter(
     name="liger", package="liger_kernel",
     install_hint="pip install --no-deps liger-kernel (a 1 MB wheel; its Triton kernels run under "
                  "the interpreter on CPU)",
-    ops={"liger": OPS}, discover=discover, bind=bind)
+    ops={"liger": OPS}, discover=discover, bind=bind, triton=frozenset({"liger"}))

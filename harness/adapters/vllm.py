@@ -245,4 +245,5 @@ ADAPTER = Adapter(
          "vllm": ("top_k_per_row_prefill", "top_k_per_row_decode", "indexer_k_quant_and_cache"),
          "vllm-deepgemm": LOGITS_OPS},
     discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"}, declared=DECLARED,
+    triton=frozenset({"vllm-triton", "vllm-tilelang"}),
     deviations=DEVIATIONS)

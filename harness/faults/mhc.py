@@ -24,22 +24,81 @@ def gemm_fp16_above_t(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-gemm-fp16-above-T", mhc_pre)
 
 
+def _pre_from_parts(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
+                    hc_post_mult_value, sinkhorn_repeat, *, gemm=None, sum_sq=None):
+    """mhc_pre in fp32 with the two reductions of the fused GEMM kernels replaceable:
+    ``gemm(x, fn) -> [T, n_mix]`` and ``sum_sq(x) -> [T]`` (x is [T, m*H])."""
+    m, h = residual.shape[-2:]
+    x = residual.reshape(-1, m * h).float()
+    mixes = gemm(x, fn) if gemm else x @ fn.t()
+    sq = sum_sq(x) if sum_sq else x.square().sum(-1)
+    mixes = mixes * torch.rsqrt(sq.unsqueeze(-1) / (m * h) + rms_eps)
+    pre, post, comb = ref.pre_gates(mixes, hc_scale, hc_base, m, hc_pre_eps, hc_sinkhorn_eps,
+                                    hc_post_mult_value, sinkhorn_repeat)
+    li = (pre.unsqueeze(-1) * x.view(-1, m, h)).sum(1).to(residual.dtype)
+    return post, comb, li
+
+
 @fault("reduction_order_depends_on_T", "mhc_pre", "batch dependence", "batch_invariance")
 def reduction_order_depends_on_t(threshold: int) -> Implementation:
     """Claims bitwise batch invariance but picks its split-K from T (a heuristic that changes
     the summation order, so a token's bits change with the batch it is in)."""
-    def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
-                hc_post_mult_value, sinkhorn_repeat, n_splits=1):
-        m, h = residual.shape[-2:]
-        x = residual.reshape(-1, m * h).float()
+    def split_k_by_t(x, fn):
         splits = 1 if x.shape[0] <= 1 else 8
-        mixes = sum(xc @ fc.t() for xc, fc in zip(x.chunk(splits, dim=1), fn.chunk(splits, dim=1)))
-        mixes = mixes * torch.rsqrt(x.square().mean(-1, keepdim=True) + rms_eps)
-        pre, post, comb = ref.pre_gates(mixes, hc_scale, hc_base, m, hc_pre_eps, hc_sinkhorn_eps,
-                                        hc_post_mult_value, sinkhorn_repeat)
-        li = (pre.unsqueeze(-1) * x.view(-1, m, h)).sum(1).to(residual.dtype)
-        return post, comb, li
+        return sum(xc @ fc.t() for xc, fc in zip(x.chunk(splits, dim=1), fn.chunk(splits, dim=1)))
+
+    def mhc_pre(*args, n_splits=1):
+        return _pre_from_parts(*args, gemm=split_k_by_t)
     return _impl("mhc_pre", "fault-reduction-order-depends-on-T", mhc_pre, batch_invariant=True)
+
+
+@fault("sum_of_squares_race", "mhc_pre", "intermittent race", "determinism")
+def sum_of_squares_race(threshold: int) -> Implementation:
+    """ROCm/aiter PR 3033: the lane holding row 0's sum of squares also wrote row 16's slot,
+    depending on scheduling. Here the race loses on every third call, starting with the second:
+    a case run once passes; run three times, the second run's RMS of token 16 is token 0's."""
+    calls = [0]
+
+    def sum_sq(x):
+        sq = x.square().sum(-1)
+        calls[0] += 1
+        if calls[0] % 3 == 2 and sq.shape[0] > 16:
+            sq[16] = sq[0]
+        return sq
+
+    def mhc_pre(*args, n_splits=1):
+        return _pre_from_parts(*args, sum_sq=sum_sq)
+    return _impl("mhc_pre", "fault-sum-of-squares-race", mhc_pre)
+
+
+@fault("block_m_carry_over_from_1024", "mhc_pre", "dispatch threshold", "dispatch_thresholds")
+def block_m_carry_over_from_1024(threshold: int) -> Implementation:
+    """vLLM PR 49429: from 1024 tokens a block-M GEMM handles two rows per block and never
+    clears the accumulator between them, so each odd row's mixes are the sum of both rows'."""
+    def gemm(x, fn):
+        mixes = x @ fn.t()
+        if x.shape[0] >= 1024:
+            pairs = x.shape[0] // 2
+            mixes[1:2 * pairs:2] += mixes[0:2 * pairs:2]
+        return mixes
+
+    def mhc_pre(*args, n_splits=1):
+        return _pre_from_parts(*args, gemm=gemm)
+    return _impl("mhc_pre", "fault-block-m-carry-over-from-1024", mhc_pre)
+
+
+@fault("last_tile_transposed_above_4096", "mhc_post", "dispatch threshold", "dispatch_thresholds")
+def last_tile_transposed_above_4096(threshold: int) -> Implementation:
+    """A path for more than 4096 tokens whose partial last tile (T % 128 tokens) reads the
+    stream-mixing matrix transposed: every count the accuracy sweep of a CPU run uses is fine."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        t = residual.shape[0]
+        tail = t % 128 if t > 4096 else 0
+        if tail:
+            comb_res_mix = comb_res_mix.clone()
+            comb_res_mix[-tail:] = comb_res_mix[-tail:].transpose(-1, -2).clone()
+        return ref.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+    return _impl("mhc_post", "fault-last-tile-transposed-above-4096", mhc_post)
 
 
 @fault("reads_neighbour_row", "mhc_post", "batch dependence", "batch_invariance")

@@ -34,7 +34,8 @@ EPILOGUE_WARPS = 2
 N_SPLITS_KNOB = (1, 2, 3, 8)
 
 _REASON = triton_unavailable_reason()
-_AVAILABLE = _REASON is None
+_HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
+"""How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 
 @triton.jit
@@ -173,7 +174,7 @@ def _block_h(h: int) -> int:
     return min(BLOCK_H, triton.next_power_of_2(h))
 
 
-@register("mhc_pre", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("mhc_pre", "triton", **_HERE,
           batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
 def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
             hc_post_mult_value, sinkhorn_repeat, n_splits=None):
@@ -195,7 +196,7 @@ def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_ep
     return post.view(*lead, m, 1), comb.view(*lead, m, m), layer_input.view(*lead, h)
 
 
-@register("mhc_post", "triton", available=_AVAILABLE, reason=_REASON or "", batch_invariant=True)
+@register("mhc_post", "triton", **_HERE, batch_invariant=True)
 def mhc_post(x, residual, post_layer_mix, comb_res_mix):
     m, h = validate.check_post(x, residual, post_layer_mix, comb_res_mix)
     res = residual.reshape(-1, m, h).contiguous()
@@ -210,7 +211,7 @@ def mhc_post(x, residual, post_layer_mix, comb_res_mix):
     return out.view(residual.shape)
 
 
-@register("mhc_fused_post_pre", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("mhc_fused_post_pre", "triton", **_HERE,
           batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
 def mhc_fused_post_pre(x, residual, post_layer_mix, comb_res_mix, fn, hc_scale, hc_base, rms_eps,
                        hc_pre_eps, hc_sinkhorn_eps, hc_post_mult_value, sinkhorn_repeat,
@@ -221,7 +222,7 @@ def mhc_fused_post_pre(x, residual, post_layer_mix, comb_res_mix, fn, hc_scale, 
                                    n_splits))
 
 
-@register("hc_head", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("hc_head", "triton", **_HERE,
           batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
 def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=None):
     m, h = validate.check_head(hidden_states, hc_fn, hc_scale, hc_base)

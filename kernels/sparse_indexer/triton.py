@@ -24,7 +24,8 @@ from kernels.sparse_indexer import validate
 from kernels.triton_utils import pow2_ceil, round_to_e4m3
 
 _REASON = triton_unavailable_reason()
-_AVAILABLE = _REASON is None
+_HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
+"""How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 BLOCK_M, BLOCK_N, LOGITS_WARPS, LOGITS_STAGES = 64, 128, 4, 3
 DOT_FP32, DOT_FP8, DOT_BF16 = 0, 1, 2
@@ -157,7 +158,7 @@ def _dot_mode(exact: bool) -> int:
 _ACCUMULATION = "fp32" if triton_interpreted() else "fp8-mma"
 
 
-@register("fp8_quantize_k", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("fp8_quantize_k", "triton", **_HERE,
           batch_invariant=True)
 def fp8_quantize_k(k, scale_fmt=None):
     validate.check_quantize_k(k, scale_fmt)
@@ -169,7 +170,7 @@ def fp8_quantize_k(k, scale_fmt=None):
     return values, scale
 
 
-@register("fp8_quantize_q", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("fp8_quantize_q", "triton", **_HERE,
           batch_invariant=True)
 def fp8_quantize_q(q, weights, softmax_scale):
     validate.check_quantize_q(q, weights, softmax_scale)
@@ -182,7 +183,7 @@ def fp8_quantize_q(q, weights, softmax_scale):
     return values, w_out
 
 
-@register("indexer_k_quant_and_cache", "triton", available=_AVAILABLE, reason=_REASON or "")
+@register("indexer_k_quant_and_cache", "triton", **_HERE)
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
     _, block_size = validate.check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size,
                                                    scale_fmt)
@@ -220,13 +221,13 @@ def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exac
     return out
 
 
-@register("fp8_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("fp8_mqa_logits", "triton", **_HERE,
           batch_invariant=True, accumulation=_ACCUMULATION)
 def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
     return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=False)
 
 
-@register("fp8_mqa_logits", "triton-bf16", available=_AVAILABLE, reason=_REASON or "",
+@register("fp8_mqa_logits", "triton-bf16", **_HERE,
           batch_invariant=True)
 def fp8_mqa_logits_bf16(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
     """The same kernel with the fp8 values fed to bf16 tensor cores: exact products and a true
@@ -234,13 +235,13 @@ def fp8_mqa_logits_bf16(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
     return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=True)
 
 
-@register("fp8_paged_mqa_logits", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("fp8_paged_mqa_logits", "triton", **_HERE,
           batch_invariant=True, accumulation=_ACCUMULATION)
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len):
     return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=False)
 
 
-@register("fp8_paged_mqa_logits", "triton-bf16", available=_AVAILABLE, reason=_REASON or "",
+@register("fp8_paged_mqa_logits", "triton-bf16", **_HERE,
           batch_invariant=True)
 def fp8_paged_mqa_logits_bf16(q, kv_cache, weights, context_lens, block_tables, max_model_len):
     return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=True)

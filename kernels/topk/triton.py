@@ -65,7 +65,8 @@ TARGET_PROGRAMS = 1024
 CANDIDATE_BUDGET = 1 << 23
 
 _REASON = triton_unavailable_reason()
-_AVAILABLE = _REASON is None
+_HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
+"""How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 
 @triton.jit
@@ -461,7 +462,7 @@ def _raise_on_bad_windows(sync: torch.Tensor, num_rows: int, full_check) -> None
             "3 end beyond the logits' columns) (contract: ../shared/spec/ops.md section 2)")
 
 
-@register("top_k_per_row_prefill", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("top_k_per_row_prefill", "triton", **_HERE,
           batch_invariant=True)
 def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
                           top_k):
@@ -474,7 +475,7 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
     _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_prefill(*args))
 
 
-@register("top_k_per_row_decode", "triton", available=_AVAILABLE, reason=_REASON or "",
+@register("top_k_per_row_decode", "triton", **_HERE,
           batch_invariant=True)
 def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
     args = (logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k)
