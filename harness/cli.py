@@ -154,8 +154,10 @@ def cmd_selftest(args) -> int:
     with pd.option_context("display.max_colwidth", 110, "display.width", 250):
         print(shown.to_string(index=False, justify="left"))
     bad = df[~df["ok"]]
-    print(f"\n{int((df.kind == 'fault').sum())} faults, {int((df.kind == 'control').sum())} "
-          f"controls, {len(bad)} wrong")
+    not_run = df[df.result == "not run"]
+    print(f"\n{int((df.kind == 'fault').sum()) - len(not_run)} faults, "
+          f"{int((df.kind == 'control').sum())} controls, {len(bad)} wrong"
+          + (f"; {len(not_run)} fault(s) not run here: {', '.join(not_run.name)}" if len(not_run) else ""))
     return EXIT_GOOD if bad.empty else EXIT_BAD
 
 

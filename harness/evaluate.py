@@ -40,7 +40,7 @@ def _notify(**evaluation) -> None:
         observer(**evaluation)
 
 
-def _tensors(inputs: dict) -> dict[str, torch.Tensor]:
+def tensors_of(inputs: dict) -> dict[str, torch.Tensor]:
     """Every tensor among the inputs, tuples (``kv``) flattened to ``name[i]``."""
     found = {}
     for name, value in inputs.items():
@@ -55,7 +55,7 @@ def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
     """Inputs whose bytes differ from their copy taken before the call (in-place outputs are
     copies the spec makes, so every input must come back untouched)."""
     changed = []
-    for name, now in _tensors(inputs).items():
+    for name, now in tensors_of(inputs).items():
         old = before.get(name)
         if old is None or now.shape != old.shape:
             continue
@@ -95,7 +95,7 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     inputs = spec.make_inputs(case) if inputs is None else inputs
     ref = spec.reference(inputs) if ref is None else ref
     base = case_fields(case, impl.name, check)
-    before = {name: t.detach().clone() for name, t in _tensors(inputs).items()}
+    before = {name: t.detach().clone() for name, t in tensors_of(inputs).items()}
     try:
         outputs = spec.run(impl.fn, inputs, **knobs)
     except ContractViolation as exc:
@@ -119,7 +119,7 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
         rows.append({**base, "output": "inputs", "verdict": "fail",
                      "detail": "the implementation wrote into its inputs: " + ", ".join(changed)})
         for name, saved in before.items():  # later checks on these inputs see them as generated
-            target = _tensors(inputs).get(name)
+            target = tensors_of(inputs).get(name)
             if target is not None:
                 target.copy_(saved)
     for run in range(2, runs + 1):

@@ -7,8 +7,8 @@ from typing import Callable
 
 import pandas as pd
 
-from harness.detectors import (Finding, batch_invariance, config_invariance, determinism, poison,
-                               precision_growth)
+from harness.detectors import (Finding, batch_invariance, config_invariance, cuda_graph, determinism,
+                               poison, precision_growth)
 from harness.device import triton_interpreted
 from harness.faults import all_faults
 from harness.profiles import INTERPRETER_MAX_TOKENS, Profile
@@ -140,6 +140,7 @@ RUNNERS: dict[str, Callable[[OpSpec, Implementation, Profile, Case], Finding]] =
     "determinism": lambda spec, impl, prof, base: determinism.check(
         spec, impl, base.with_tokens(PARTIAL_TILE_TOKENS), runs=3),
     "dispatch_thresholds": dispatch_thresholds,
+    "cuda_graph": lambda spec, impl, prof, base: cuda_graph.check(spec, impl, base.with_tokens(64)),
     "topk_checks": topk_checks,
     "indexer_checks": indexer_checks,
     "indexer_step": indexer_step,
@@ -157,9 +158,26 @@ def controls() -> list[tuple[str, str]]:
     return sorted({(f.op, f.detector) for f in all_faults()})
 
 
+def gpu_only(detector: str) -> bool:
+    """Detectors that only run on a GPU (CUDA-graph capture)."""
+    return any(f.needs_gpu for f in all_faults() if f.detector == detector)
+
+
+def not_run_here(detector: str, device: str) -> str | None:
+    """Why ``detector`` cannot run on ``device``, or None."""
+    if gpu_only(detector) and not str(device).startswith("cuda"):
+        return f"{detector} needs a GPU (CUDA-graph capture); run the self-test on a CUDA host"
+    return None
+
+
 def run(profile: Profile, device: str, hidden: int) -> pd.DataFrame:
     rows = []
     for f in all_faults():
+        why = not_run_here(f.detector, device)
+        if why:
+            rows.append({"kind": "fault", "name": f.name, "op": f.op, "bug_class": f.bug_class,
+                         "detector": f.detector, "ok": True, "result": "not run", "message": why})
+            continue
         finding = run_detector(f.detector, f.build(profile.baseline_max_tokens), profile, device,
                                hidden)
         rows.append({"kind": "fault", "name": f.name, "op": f.op, "bug_class": f.bug_class,
@@ -167,6 +185,8 @@ def run(profile: Profile, device: str, hidden: int) -> pd.DataFrame:
                      "result": "caught" if not finding.passed else "MISSED",
                      "message": finding.message})
     for op, detector in controls():
+        if not_run_here(detector, device):
+            continue
         for name, impl in sorted(records(op).items()):
             if not impl.available:
                 continue

@@ -92,7 +92,22 @@ class OpSpec:
 
     def run(self, fn: Callable, inputs: dict[str, Any], **knobs: Any) -> dict[str, torch.Tensor]:
         """Call ``fn`` positionally in contract order, as vLLM does."""
-        return self.name_outputs(fn(*inputs.values(), **knobs))
+        call = self.prepare(inputs)
+        return self.collect(call, self.launch(fn, call, **knobs))
+
+    def prepare(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments of one call: ``inputs``, with fresh copies of any buffer the op writes
+        in place (so every call starts from the same bytes)."""
+        return dict(inputs)
+
+    def launch(self, fn: Callable, call: dict[str, Any], **knobs: Any) -> Any:
+        """The call and nothing else: what a CUDA graph captures (no host work of the
+        harness's own in between)."""
+        return fn(*call.values(), **knobs)
+
+    def collect(self, call: dict[str, Any], result: Any) -> dict[str, torch.Tensor]:
+        """The named outputs of a finished call (may read back to the host)."""
+        return self.name_outputs(result)
 
     def reference(self, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
         """float64 ground truth, computed in token chunks so 131072-token cases fit in memory."""

@@ -7,11 +7,17 @@ from harness.device import default_device
 from harness.faults import all_faults
 from harness.profiles import get_profile
 from harness.registry import records
-from harness.selftest import controls, run_detector
+from harness.selftest import controls, not_run_here, run_detector
 
 FAULTS = all_faults()
 CONTROLS = [(op, det, name) for op, det in controls() for name, impl in sorted(records(op).items())
             if impl.available]
+
+
+def _skip_if_not_here(detector: str) -> None:
+    why = not_run_here(detector, default_device())
+    if why:
+        pytest.skip(why)
 
 
 @pytest.fixture
@@ -26,6 +32,7 @@ def hidden(profile):
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_fault_is_flagged(fault, profile, hidden, record):
+    _skip_if_not_here(fault.detector)
     finding = run_detector(fault.detector, fault.build(profile.baseline_max_tokens), profile,
                            default_device(), hidden)
     record(finding.rows)
@@ -35,6 +42,7 @@ def test_fault_is_flagged(fault, profile, hidden, record):
 
 @pytest.mark.parametrize("op,detector,name", CONTROLS, ids=["-".join(c) for c in CONTROLS])
 def test_shipped_kernel_passes(op, detector, name, profile, hidden, record):
+    _skip_if_not_here(detector)
     impl = records(op)[name]
     finding = run_detector(detector, impl, profile, default_device(), hidden)
     record(finding.rows)

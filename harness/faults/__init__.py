@@ -21,14 +21,16 @@ class Fault:
     detector: str
     build: Callable[[int], Implementation]
     """Takes the profile's baseline_max_tokens (so T-triggered faults trigger above it)."""
+    needs_gpu: bool = False
+    """Its detector only runs on a GPU (CUDA-graph capture); elsewhere it is reported not run."""
 
 
 FAULTS: list[Fault] = []
 
 
-def fault(name: str, op: str, bug_class: str, detector: str):
+def fault(name: str, op: str, bug_class: str, detector: str, needs_gpu: bool = False):
     def decorator(build: Callable[[int], Implementation]):
-        FAULTS.append(Fault(name, op, bug_class, detector, build))
+        FAULTS.append(Fault(name, op, bug_class, detector, build, needs_gpu))
         return build
     return decorator
 

@@ -147,3 +147,15 @@ def post_writes_residual(threshold: int) -> Implementation:
         residual[-1].zero_()
         return out
     return _impl("mhc_post", "fault-post-writes-residual", mhc_post)
+
+
+@fault("host_sync_breaks_capture", "mhc_post", "CUDA-graph capture", "cuda_graph", needs_gpu=True)
+def host_sync_breaks_capture(threshold: int) -> Implementation:
+    """Right answers, but a finiteness check reads a flag back to the host after the kernel:
+    eagerly a hidden sync, inside a CUDA graph capture an error (vLLM decode cannot use it)."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        out = ref.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+        if not bool(torch.isfinite(out).all()):
+            raise FloatingPointError("mhc_post produced non-finite values")
+        return out
+    return _impl("mhc_post", "fault-host-sync-breaks-capture", mhc_post)

@@ -185,12 +185,13 @@ class QuantAndCacheSpec(OpSpec):
                 "slot_mapping": slots.long(), "quant_block_size": HEAD_DIM,
                 "scale_fmt": case.param("scale_fmt")}
 
-    def run(self, fn, inputs, **knobs):
-        cache = inputs["kv_cache"].clone()
-        result = fn(*{**inputs, "kv_cache": cache}.values(), **knobs)
+    def prepare(self, inputs):
+        return {**inputs, "kv_cache": inputs["kv_cache"].clone()}
+
+    def collect(self, call, result):
         if result is not None and not isinstance(result, torch.Tensor):
             raise ContractViolation(f"{self.op} writes in place and returns None, got {type(result)}")
-        return {"kv_cache": cache}
+        return {"kv_cache": call["kv_cache"]}
 
     def reference(self, inputs):
         caches = {}

@@ -55,6 +55,12 @@ def cache_geometry(kv_cache, head_dim: int) -> tuple[int, int]:
     return num_blocks, block_size
 
 
+def capturing(t: torch.Tensor) -> bool:
+    """True while ``t``'s stream is being captured into a CUDA graph: no host reads then, so
+    the checks of index values are skipped (shapes and dtypes are still checked)."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt) -> tuple[int, int]:
     want(_is(k, torch.bfloat16, 2), f"k must be bf16 [T, head_dim], got {_desc(k)}")
     want(int(quant_block_size) == k.shape[1],
@@ -64,7 +70,7 @@ def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt
     want(isinstance(slot_mapping, torch.Tensor) and slot_mapping.dim() == 1
          and slot_mapping.dtype in (torch.int32, torch.int64) and slot_mapping.shape[0] >= k.shape[0],
          f"slot_mapping must be int32/int64 [>= T={k.shape[0]}], got {_desc(slot_mapping)}")
-    if k.shape[0]:
+    if k.shape[0] and not capturing(slot_mapping):
         slots = slot_mapping[:k.shape[0]]
         want(int(slots.max()) < geometry[0] * geometry[1] and int(slots.min()) >= -1,
              f"slot_mapping entries must be -1 or in [0, {geometry[0] * geometry[1]})")
@@ -85,7 +91,7 @@ def check_mqa(q, kv, weights, ks, ke) -> None:
     for name, t in (("cu_seqlen_ks", ks), ("cu_seqlen_ke", ke)):
         want(_is(t, torch.int32, 1) and t.shape[0] == q.shape[0],
              f"{name} must be int32 [M={q.shape[0]}], got {_desc(t)}")
-    if q.shape[0]:
+    if q.shape[0] and not capturing(ks):
         bad = (ks < 0).any() | (ke < ks).any() | (ke.max() > k.shape[0])
         want(not bool(bad), f"windows must satisfy 0 <= ks <= ke <= N={k.shape[0]}")
 
@@ -100,7 +106,7 @@ def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len)
          f"context_lens must be int32 [B={b}], got {_desc(context_lens)}")
     want(_is(block_tables, torch.int32, 2) and block_tables.shape[0] == b,
          f"block_tables must be int32 [B={b}, max_blocks], got {_desc(block_tables)}")
-    if b:
+    if b and not capturing(context_lens):
         need = (int(context_lens.max()) + geometry[1] - 1) // geometry[1]
         want(need <= block_tables.shape[1],
              f"context_lens need {need} blocks but block_tables has {block_tables.shape[1]} columns")

@@ -63,11 +63,11 @@ class _TopKSpec(OpSpec):
                 "stride0": head["logits"].stride(0), "stride1": head["logits"].stride(1),
                 "top_k": k}
 
-    def run(self, fn, inputs: dict, **knobs) -> dict:
-        indices = fresh_copy(inputs["indices"])
-        call = {**inputs, "indices": indices}
-        fn(*call.values(), **knobs)
-        rows, k = int(inputs["num_rows"]), int(inputs["top_k"])
+    def prepare(self, inputs: dict) -> dict:
+        return {**inputs, "indices": fresh_copy(inputs["indices"])}
+
+    def collect(self, call: dict, result) -> dict:
+        indices, rows, k = call["indices"], int(call["num_rows"]), int(call["top_k"])
         return {"indices": indices[:rows, :k].clone(),
                 "guard": torch.tensor(guard_violations(indices, rows, k))}
 

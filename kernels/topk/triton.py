@@ -452,9 +452,31 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     return sync
 
 
-def _raise_on_bad_windows(sync: torch.Tensor, num_rows: int, full_check) -> None:
-    """The op's one synchronisation: if a kernel flagged a window, the host check names it."""
-    code = int(sync[2 * num_rows])
+CAPTURED_WINDOW_CODES: list[tuple[torch.Tensor, str]] = []
+"""Window error words of calls captured in a CUDA graph, where no host read is allowed: each
+replay rewrites its word; ``raise_on_captured_window_errors()`` reads them all at once."""
+
+
+def raise_on_captured_window_errors() -> None:
+    """After replaying graphs with top-k calls in them: raise the contract error that the
+    captured calls could not raise themselves (one host read for all of them)."""
+    for word, op in CAPTURED_WINDOW_CODES:
+        code = int(word)
+        if code != 0:
+            raise validate.ContractError(
+                f"{op} in a replayed CUDA graph saw an invalid row window (kernel error code "
+                f"{code}: 1 end < start, 2 start < 0, 3 end beyond the logits' columns) "
+                "(contract: ../shared/spec/ops.md section 2)")
+
+
+def _raise_on_bad_windows(sync: torch.Tensor, num_rows: int, full_check, op: str) -> None:
+    """The op's one synchronisation: if a kernel flagged a window, the host check names it.
+    Under CUDA-graph capture the word is kept for raise_on_captured_window_errors() instead."""
+    word = sync[2 * num_rows]
+    if sync.is_cuda and torch.cuda.is_current_stream_capturing():
+        CAPTURED_WINDOW_CODES.append((word, op))
+        return
+    code = int(word)
     if code != 0:
         full_check()
         raise validate.ContractError(
@@ -472,7 +494,8 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
         return
     sync = launch(logits, row_starts.contiguous(), row_ends.contiguous(), 1, indices,
                   int(num_rows), stride0, stride1, top_k, decode=False)
-    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_prefill(*args))
+    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_prefill(*args),
+                          "top_k_per_row_prefill")
 
 
 @register("top_k_per_row_decode", "triton", **_HERE,
@@ -485,4 +508,5 @@ def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, s
     flat = seq_lens.dim() == 2
     sync = launch(logits, None, seq_lens.reshape(-1).contiguous(), 1 if flat else next_n,
                   indices, int(num_rows), stride0, stride1, top_k, decode=True)
-    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_decode(*args))
+    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_decode(*args),
+                          "top_k_per_row_decode")

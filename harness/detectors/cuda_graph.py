@@ -1,0 +1,92 @@
+"""CUDA-graph safety: an op captured once and replayed on new inputs must give what an eager
+call on those inputs gives.
+
+vLLM captures decode in full CUDA graphs (PR 42604 turned it on for DeepSeek-V4 Pro). A graph
+replays the kernels it recorded with the buffers and scalars of the capture: an op that reads
+a value back to the host (a sync is illegal while capturing), that bakes a host-side value
+derived from its inputs into the launch, or that allocates where the graph cannot see it, is
+wrong or unusable there. The detector captures ``spec.launch`` on static copies of one case's
+inputs, then for new inputs of the same shapes (other seeds: new values and new metadata such
+as sequence lengths) copies them into the static buffers, replays, and compares with an eager
+call bitwise (through the spec's canonical view).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from harness.detectors import Finding
+from harness.detectors.determinism import differing_tokens
+from harness.evaluate import tensors_of
+from harness.specs import Case, OpSpec
+
+
+def _refill(static: dict, new: dict) -> str | None:
+    """Copy ``new``'s tensors into ``static``'s; why not, when the two calls differ in shape or
+    in a non-tensor argument (a graph cannot follow those)."""
+    for name in static:
+        a, b = static[name], new[name]
+        if not isinstance(a, (torch.Tensor, tuple, list)) and a != b:
+            return f"argument {name} is {b!r} instead of the captured {a!r}"
+    pairs = [(n, t, tensors_of(new)[n]) for n, t in tensors_of(static).items()]
+    for name, a, b in pairs:
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"{name} has shape {tuple(b.shape)} instead of the captured {tuple(a.shape)}"
+    for _, a, b in pairs:
+        a.copy_(b)
+    return None
+
+
+def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
+    if not str(case.device).startswith("cuda"):
+        raise ValueError("the CUDA-graph detector needs a CUDA device (--device cuda)")
+    static = spec.prepare(spec.make_inputs(case))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compile and autotune outside the capture
+        spec.launch(impl.fn, spec.prepare(spec.make_inputs(case)))
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            result = spec.launch(impl.fn, static)
+    except Exception as exc:  # what the capture refused is the finding
+        message = (f"cannot be captured in a CUDA graph: {type(exc).__name__}: "
+                   f"{str(exc).splitlines()[0] if str(exc) else ''} (a host read or sync on the "
+                   "hot path; vLLM's decode runs in full CUDA graphs)")
+        return Finding("cuda_graph", spec.op, impl.name, False, message,
+                       [_row(case, impl, "*", "fail", message)])
+    rows, problems = [], []
+    for i in range(1, replays + 1):
+        new_case = dataclasses.replace(case, seed=case.seed + i)
+        new = spec.make_inputs(new_case)
+        why = _refill(static, spec.prepare(new))
+        if why:
+            rows.append(_row(new_case, impl, "*", "not run", f"replay {i} not run: {why}"))
+            continue
+        graph.replay()
+        torch.cuda.synchronize()
+        got, want = spec.collect(static, result), spec.run(impl.fn, new)
+        for name in spec.outputs:
+            tokens = differing_tokens(spec.canonical(name, got[name]), spec.canonical(name, want[name]))
+            detail = (f"replay {i} (seed {new_case.seed}) differs from an eager call in "
+                      f"{len(tokens)} tokens (first: {', '.join(map(str, tokens[:8]))})"
+                      if tokens else "")
+            problems += [detail] if tokens else []
+            rows.append(_row(new_case, impl, name, "fail" if tokens else "pass", detail))
+    replayed = sum(r["verdict"] != "not run" for r in rows)
+    if not replayed:
+        return Finding("cuda_graph", spec.op, impl.name, False,
+                       "captured but never replayed: " + "; ".join(r["detail"] for r in rows), rows)
+    return Finding("cuda_graph", spec.op, impl.name, not problems,
+                   "; ".join(problems[:3]) or f"captured once, {replays} replays on new inputs "
+                   "equal eager calls bitwise", rows)
+
+
+def _row(case: Case, impl, output: str, verdict: str, detail: str) -> dict:
+    return {"op": case.op, "impl": impl.name, "case": case.id, "tokens": case.tokens,
+            "hidden": case.hidden, "check": "cuda_graph", "output": output, "verdict": verdict,
+            "detail": detail}

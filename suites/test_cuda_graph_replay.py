@@ -1,0 +1,41 @@
+"""CUDA-graph safety: the ops vLLM runs inside its decode graphs, captured once and replayed on
+new inputs (new values, new sequence lengths), equal eager calls bitwise (the class of bugs vLLM
+PR 42604 exposed when it turned full graphs on for DeepSeek-V4 Pro). An op that cannot be
+captured at all (a host read on its hot path) fails with the reason.
+
+The paged logits op is left out: its test inputs size the paged cache from the drawn sequence
+lengths, so two seeds never share shapes and a graph could not be replayed on them."""
+
+import pytest
+
+from harness.detectors import cuda_graph
+from harness.ops import MHC_OPS
+
+OPS = MHC_OPS + ("top_k_per_row_decode", "indexer_k_quant_and_cache")
+DECODE_TOKENS = [64, 257]
+
+pytestmark = pytest.mark.gpu
+
+
+def _check(target, case, record):
+    finding = cuda_graph.check(target.spec, target.impl, case)
+    record(finding.rows)
+    assert finding.passed, finding.explain()
+
+
+@pytest.mark.sweep("hidden", ops=MHC_OPS, tokens=DECODE_TOKENS)
+def test_mhc_replayed_graph_equals_eager(target, record):
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[32], next_n=[1, 2], k=[512, 2048],
+                   n=[32768], pad=[16])
+def test_topk_decode_replayed_graph_equals_eager(target, record):
+    case = target.case
+    _check(target, case.with_tokens(case.param("batch") * case.param("next_n")), record)
+
+
+@pytest.mark.sweep(ops=["indexer_k_quant_and_cache"], tokens=DECODE_TOKENS,
+                   scale_fmt=[None, "ue8m0"])
+def test_k_cache_write_replayed_graph_equals_eager(target, record):
+    _check(target, target.case, record)
