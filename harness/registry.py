@@ -73,7 +73,8 @@ _BUILTINS_LOADED = False
 def register(op: str, name: str, *, available: bool = True, reason: str = "",
              batch_invariant: bool = False, knobs: Mapping[str, tuple] | None = None,
              replace: bool = False, accumulation: str = "fp32",
-             triton: bool = False) -> Callable[[Callable], Callable]:
+             triton: bool = False,
+             declared: Mapping[str, str] | None = None) -> Callable[[Callable], Callable]:
     """Decorator: record ``fn`` as implementation ``name`` of ``op``.
 
     ``available=False`` with a ``reason`` records an implementation that cannot run here.
@@ -91,6 +92,7 @@ def register(op: str, name: str, *, available: bool = True, reason: str = "",
         add(Implementation(op=op, name=name, fn=fn, available=available, reason=reason,
                            batch_invariant=batch_invariant, knobs=dict(knobs or {}),
                            accumulation=accumulation, triton=triton,
+                           declared=dict(declared or {}),
                            source=getattr(fn, "__module__", "")), replace=replace)
         return fn
 

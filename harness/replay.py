@@ -3,8 +3,9 @@ build, by the same comparison as the suites.
 
 Exit codes follow ``git bisect run``: 0 every case passes, 1 one fails, 125 one could not be
 replayed (unreadable or foreign file, unknown op, implementation missing or unable to run
-here). Each case is also compared with the outputs saved with it: "same failure" (bitwise
-the saved outputs), "different failure", or "fixed".
+here). Each case is also compared with the outputs saved with it: "same failure, bit for bit",
+"same failure" (the same outputs fail and the new outputs are within the op's tolerance of the
+saved ones: another device or build rounds differently), "different failure", or "fixed".
 """
 
 from __future__ import annotations
@@ -42,6 +43,33 @@ def _same_outputs(new: dict, saved: dict) -> bool:
         if not torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)):
             return False
     return True
+
+
+def _close_outputs(spec, new: dict, saved: dict) -> bool:
+    if set(new) != set(saved):
+        return False
+    for name, tensor in new.items():
+        a, b = tensor.detach().cpu(), saved[name]
+        if a.shape != b.shape:
+            return False
+        if not a.is_floating_point():
+            if not torch.equal(a, b):
+                return False
+            continue
+        tol = spec.tolerance(name)
+        if not torch.allclose(a.double(), b.double(), atol=tol.atol, rtol=tol.rtol, equal_nan=True):
+            return False
+    return True
+
+
+def _kind_of_failure(spec, ev, data) -> str:
+    if _same_outputs(ev.outputs, data["outputs"]):
+        return "same failure as saved, bit for bit"
+    failing = [sorted({r.get("output") for r in rows if r.get("verdict") == "fail"})
+               for rows in (ev.rows, data["rows"])]
+    if failing[0] == failing[1] and _close_outputs(spec, ev.outputs, data["outputs"]):
+        return "same failure as saved; outputs within the op's tolerance of the saved ones"
+    return "different failure from the saved one"
 
 
 def _failures(rows: list[dict]) -> str:
@@ -82,9 +110,8 @@ def replay_one(path: pathlib.Path, impl_name: str | None, device: str) -> Replay
     title = f"{op}/{name} on {case.id} [{data.get('check', 'accuracy')}]"
     if ev.passed:
         return Replay(path, EXIT_GOOD, f"PASS (fixed): {title}", details)
-    same = "same failure as saved" if _same_outputs(ev.outputs, data["outputs"]) else \
-        "different failure from the saved one"
-    return Replay(path, EXIT_BAD, f"FAIL ({same}): {title}: {ev.failures()}", details)
+    return Replay(path, EXIT_BAD, f"FAIL ({_kind_of_failure(spec, ev, data)}): {title}: "
+                  f"{ev.failures()}", details)
 
 
 def main(paths: list[str], impl: str | None, impl_modules: list[str], device: str | None) -> int:

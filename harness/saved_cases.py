@@ -17,6 +17,7 @@ import pytest
 
 from harness import casefile
 from harness.evaluate import OBSERVERS
+from harness.report_tables import SEEDED_FAULT_PREFIX
 
 
 def replay_command(path: pathlib.Path, impl_modules: list[str]) -> str:
@@ -41,7 +42,7 @@ class SavedCases:
 
     def observe(self, *, spec, impl, case, check, inputs, reference, outputs, rows, knobs):
         failed = any(r.get("verdict") == "fail" for r in rows)
-        if not failed and case.op not in self.ops:
+        if (not failed and case.op not in self.ops) or impl.name.startswith(SEEDED_FAULT_PREFIX):
             return
         path = casefile.save(self.folder, impl=impl, case=case, check=check, inputs=inputs,
                              reference=reference, outputs=outputs, rows=rows,

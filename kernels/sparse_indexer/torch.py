@@ -165,7 +165,9 @@ def fp8_quantize_q(q, weights, softmax_scale):
     return values, weights * scale * (float(softmax_scale) * heads ** -0.5)
 
 
-@register("indexer_k_quant_and_cache", "torch")
+@register("indexer_k_quant_and_cache", "torch", declared={
+    "cuda_graph": "not capturable: the reference selects the rows to write by a boolean mask "
+                  "(a host sync)"})
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
     validate.check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt)
     write_cache(k, kv_cache, slot_mapping, scale_fmt)

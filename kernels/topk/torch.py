@@ -55,7 +55,8 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
                 row_ends[:num_rows], indices, int(top_k))
 
 
-@register("top_k_per_row_decode", "torch")
+@register("top_k_per_row_decode", "torch", declared={
+    "cuda_graph": "not capturable: the reference checks every row window on the host"})
 def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
     ends = validate.check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
                                  top_k)
