@@ -5,7 +5,6 @@ from the saved results."""
 from __future__ import annotations
 
 import glob
-import html
 import importlib.metadata
 import json
 import pathlib
@@ -74,8 +73,10 @@ def load_results(folder: pathlib.Path) -> pd.DataFrame:
 
 
 def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathlib.Path:
+    """``summary.md`` and ``report.html``: the same findings, for a terminal and a browser."""
     df = load_results(folder)
-    code, why = run_verdict(int(pytest_exit), read_meta(folder))
+    meta = read_meta(folder)
+    code, why = run_verdict(int(pytest_exit), meta)
     verdict = {0: "PASS", 1: "FAIL"}.get(code, "COULD NOT TEST")
     lines = [f"# Verdict: {verdict} (profile `{profile}`)", "", why, ""]
     modules, wanted = _run_option(folder, "--impl-module"), set(_run_option(folder, "--impl"))
@@ -86,23 +87,39 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         lines += report_tables.failures(df, profile, modules)
     shown = df[df["impl"].isin(wanted)] if wanted and not df.empty else df
     lines += report_tables.matrix(shown, missing) if not shown.empty or missing else []
-    if not df.empty:
-        lines += _known_deviations(df)
-    lines += _saved_cases(folder)
+    deviations = _known_deviations(df) if not df.empty else []
+    cases = _saved_cases(folder)
+    lines += deviations + cases
+    not_run = []
     if missing:
         grouped: dict[tuple[str, str], list[str]] = {}
-        for (op, name), why in sorted(missing.items()):
-            grouped.setdefault((name, why), []).append(op)
-        lines += ["## Not run here", ""] + [f"- {name} ({', '.join(ops)}): {why}"
-                                           for (name, why), ops in grouped.items()] + [""]
-    env = read_meta(folder).get("environment") or environment()
+        for (op, name), reason in sorted(missing.items()):
+            grouped.setdefault((name, reason), []).append(op)
+        not_run = [f"{name} ({', '.join(ops)}): {reason}" for (name, reason), ops in grouped.items()]
+        lines += ["## Not run here", ""] + [f"- {line}" for line in not_run] + [""]
+    env = meta.get("environment") or environment()
     lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in env.items()]
     trend = folder / "trend.md"
     if trend.exists():
         lines += ["", trend.read_text()]
     path = folder / "summary.md"
     path.write_text("\n".join(lines) + "\n")
-    write_html(folder, df, "\n".join(lines))
+    impls, ops, cells = report_tables.matrix_cells(shown, missing) if not shown.empty or missing \
+        else ([], [], {})
+    self_check = report_tables.self_check(df) if not df.empty else []
+    write_html(folder, df, {
+        "verdict": verdict, "verdict_class": {0: "pass", 1: "fail"}.get(code, "untestable"),
+        "why": why, "profile": profile, "seconds": meta.get("seconds"),
+        "started": meta.get("started", ""),
+        "self_check": self_check[0].replace("**", "") if self_check else "",
+        "impls": impls, "ops": ops, "cells": cells,
+        "failures": report_tables.failure_rows(df, profile, modules),
+        "lists": [("Known deviations (third-party, documented; not failures)",
+                   [line[2:] for line in deviations if line.startswith("- ")]),
+                  ("Saved failing cases (replay on any machine, exit 0/1/125)",
+                   [line[2:].replace("`", "") for line in cases if line.startswith("- ")]),
+                  ("Not run here", not_run)],
+        "environment": env})
     return path
 
 
@@ -148,24 +165,19 @@ def _known_deviations(df: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
-def write_html(folder: pathlib.Path, df: pd.DataFrame, summary_md: str) -> pathlib.Path:
+def write_html(folder: pathlib.Path, df: pd.DataFrame, page: dict) -> pathlib.Path:
+    """``report.html`` from ``templates/report.html`` (Jinja2, autoescaped): the verdict, the
+    coloured implementation x op matrix, collapsible failures with their reproduce command,
+    the plots and the environment."""
+    import jinja2
+
     from harness.plots import make_plots
 
-    pngs = make_plots(df, folder) if not df.empty else []
-    parts = ["<!doctype html><meta charset='utf-8'><title>harness report</title>",
-             "<style>body{font-family:sans-serif;max-width:1400px;margin:auto}"
-             "pre{background:#f6f6f6;padding:8px;overflow:auto}"
-             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
-             "padding:2px 6px}</style>",
-             "<h1>Harness report</h1>"]
-    parts += [f"<h2>{html.escape(p.stem.replace('_', ' '))}</h2><img src='{p.name}' "
-              f"style='max-width:100%'>" for p in pngs]
-    if not df.empty:
-        failed = df[(df["verdict"] == "fail") & ~report_tables.seeded(df)]
-        if not failed.empty:
-            parts += ["<h2>Failures</h2>", failed[["op", "impl", "case", "check", "output",
-                                                   "detail"]].head(200).to_html(index=False)]
-    parts += ["<h2>Summary</h2><pre>", html.escape(summary_md), "</pre>"]
+    plots = make_plots(df, folder) if not df.empty else []
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    html = env.get_template("report.html").render(
+        **page, plots=[{"file": p.name, "title": p.stem.replace("_", " ")} for p in plots])
     path = folder / "report.html"
-    path.write_text("\n".join(parts))
+    path.write_text(html)
     return path

@@ -31,36 +31,50 @@ def _share(rows: pd.DataFrame) -> str:
     return ""
 
 
-def _cell(rows: pd.DataFrame) -> str:
+def _cell(rows: pd.DataFrame) -> tuple[str, str]:
+    """(state, text): state is pass, fail or known for the HTML colours."""
     verdicts = set(rows["verdict"])
     if "fail" in verdicts:
         bad = rows[rows["verdict"] == "fail"]
-        return f"**FAIL** {_share(bad)} ({len(bad)} of {len(rows)})".replace("  ", " ")
+        return "fail", f"FAIL {_share(bad)} ({len(bad)} of {len(rows)})".replace("  ", " ")
     if KNOWN_DEVIATION in verdicts:
-        return f"known deviation ({int((rows['verdict'] == KNOWN_DEVIATION).sum())})"
-    return f"pass {_share(rows)}".strip()
+        return "known", f"known deviation ({int((rows['verdict'] == KNOWN_DEVIATION).sum())})"
+    return "pass", f"pass {_share(rows)}".strip()
+
+
+def matrix_cells(df: pd.DataFrame, not_run: dict[tuple[str, str], str]
+                 ) -> tuple[list[str], list[str], dict[str, dict[str, tuple[str, str]]]]:
+    """(implementations, ops, cells[impl][op] = (state, text)); state is pass, fail, known,
+    notrun (with the reason as text) or empty."""
+    real = df[~seeded(df)] if not df.empty else df
+    impls = sorted(set(real["impl"].astype(str)) | {name for _, name in not_run}) if not df.empty \
+        else sorted({name for _, name in not_run})
+    ops = sorted(set(real["op"].astype(str)) | {op for op, _ in not_run}) if not df.empty \
+        else sorted({op for op, _ in not_run})
+    cells: dict[str, dict[str, tuple[str, str]]] = {}
+    for impl in impls:
+        for op in ops:
+            rows = real[(real["impl"] == impl) & (real["op"] == op)] if not df.empty else real
+            if not rows.empty:
+                cells.setdefault(impl, {})[op] = _cell(rows)
+            elif (op, impl) in not_run:
+                cells.setdefault(impl, {})[op] = ("notrun", not_run[(op, impl)])
+            else:
+                cells.setdefault(impl, {})[op] = ("empty", "")
+    return impls, ops, cells
 
 
 def matrix(df: pd.DataFrame, not_run: dict[tuple[str, str], str]) -> list[str]:
     """Markdown: one row per implementation, one column per op."""
-    real = df[~seeded(df)] if not df.empty else df
-    impls = sorted(set(real["impl"].astype(str)) | {name for _, name in not_run})
-    ops = sorted(set(real["op"].astype(str)) | {op for op, _ in not_run})
+    impls, ops, cells = matrix_cells(df, not_run)
     if not impls or not ops:
         return []
+    shown = {"fail": lambda t: t.replace("FAIL", "**FAIL**", 1), "notrun": lambda t: "not run"}
     lines = ["| implementation | " + " | ".join(ops) + " |",
              "| --- |" + " --- |" * len(ops)]
     for impl in impls:
-        cells = []
-        for op in ops:
-            rows = real[(real["impl"] == impl) & (real["op"] == op)]
-            if not rows.empty:
-                cells.append(_cell(rows))
-            elif (op, impl) in not_run:
-                cells.append("not run")
-            else:
-                cells.append("")
-        lines.append(f"| {impl} | " + " | ".join(cells) + " |")
+        row = [shown.get(state, lambda t: t)(text) for state, text in (cells[impl][op] for op in ops)]
+        lines.append(f"| {impl} | " + " | ".join(row) + " |")
     return ["## Implementation x op", "", *lines, "",
             "Cells: verdict, then the largest share of the tolerance used (1.0 = at the limit); "
             "\"not run\" cells are explained under \"Not run here\".", ""]
@@ -92,8 +106,9 @@ def repro_command(row: pd.Series, profile: str, impl_modules: list[str]) -> str:
     return " ".join(parts)
 
 
-def failures(df: pd.DataFrame, profile: str, impl_modules: list[str], limit: int = 30) -> list[str]:
-    """The failed comparisons of real implementations, worst share of tolerance first."""
+def failure_rows(df: pd.DataFrame, profile: str, impl_modules: list[str]) -> list[dict]:
+    """The failed comparisons of real implementations, worst share of tolerance first, each
+    with the command that reproduces only it."""
     if df.empty:
         return []
     bad = df[(df["verdict"] == "fail") & ~seeded(df)]
@@ -102,13 +117,22 @@ def failures(df: pd.DataFrame, profile: str, impl_modules: list[str], limit: int
     key = bad["tol_used"] if "tol_used" in bad else pd.Series(0, index=bad.index)
     bad = bad.assign(_key=pd.to_numeric(key, errors="coerce").fillna(float("inf")))
     bad = bad.sort_values("_key", ascending=False)
-    lines = [f"## Failures ({len(bad)}; worst first)", ""]
-    for _, row in bad.head(limit).iterrows():
+    return [{"op": row["op"], "impl": row["impl"], "case": row["case"], "check": row["check"],
+             "output": row.get("output", "?"), "detail": row.get("detail", ""),
+             "command": repro_command(row, profile, impl_modules)} for _, row in bad.iterrows()]
+
+
+def failures(df: pd.DataFrame, profile: str, impl_modules: list[str], limit: int = 30) -> list[str]:
+    """Markdown of ``failure_rows``."""
+    rows = failure_rows(df, profile, impl_modules)
+    if not rows:
+        return []
+    lines = [f"## Failures ({len(rows)}; worst first)", ""]
+    for row in rows[:limit]:
         lines.append(f"- **{row['op']} / {row['impl']}**, case `{row['case']}`, check "
-                     f"{row['check']}, output `{row.get('output', '?')}`: {row.get('detail', '')}")
-        command = repro_command(row, profile, impl_modules)
-        if command:
-            lines.append(f"  - reproduce: `{command}`")
-    if len(bad) > limit:
-        lines.append(f"- ... {len(bad) - limit} more in results*.csv")
+                     f"{row['check']}, output `{row['output']}`: {row['detail']}")
+        if row["command"]:
+            lines.append(f"  - reproduce: `{row['command']}`")
+    if len(rows) > limit:
+        lines.append(f"- ... {len(rows) - limit} more in results*.csv")
     return lines + [""]

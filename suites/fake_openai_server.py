@@ -1,26 +1,32 @@
 """A minimal OpenAI-compatible completions server for the E2E robustness tests.
 
-``python fake_openai_server.py --host H --port P --mode ok|malformed [--die-after N]``:
+``python fake_openai_server.py --host H --port P --mode ok|malformed|overlap [--die-after N]``:
 answers ``/v1/models``; ``/v1/completions`` returns a fixed GSM8K-style answer (``ok``), a body
-that is not JSON (``malformed``), or exits the process after N completions (``--die-after``).
+that is not JSON (``malformed``), another answer whenever a second request is in flight
+(``overlap``: a serving fault that shows only under concurrency, such as a batch-dependent
+kernel), or exits the process after N completions (``--die-after``).
 """
 
 import argparse
 import json
 import os
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ANSWER = " 2 + 2 = 4.\n#### 4"
+ANSWER_UNDER_OVERLAP = " 2 + 2 = 5.\n#### 5"
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--mode", default="ok", choices=["ok", "malformed"])
+    ap.add_argument("--mode", default="ok", choices=["ok", "malformed", "overlap"])
     ap.add_argument("--die-after", type=int, default=0)
     args = ap.parse_args()
-    served = {"n": 0}
+    served = {"n": 0, "in_flight": 0}
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, fmt, *a):
@@ -48,8 +54,17 @@ def main():
                 return
             prompts = request.get("prompt")
             prompts = prompts if isinstance(prompts, list) else [prompts]
+            with lock:
+                served["in_flight"] += 1
+                overlapped = served["in_flight"] > 1
+            if args.mode == "overlap":
+                time.sleep(0.2)  # so that concurrent requests do overlap
+            with lock:
+                overlapped = overlapped or served["in_flight"] > 1
+                served["in_flight"] -= 1
+            text = ANSWER_UNDER_OVERLAP if args.mode == "overlap" and overlapped else ANSWER
             self._send(json.dumps({"object": "text_completion", "choices": [
-                {"index": i, "text": ANSWER, "finish_reason": "stop"}
+                {"index": i, "text": text, "finish_reason": "stop"}
                 for i in range(len(prompts))]}).encode())
 
     ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()

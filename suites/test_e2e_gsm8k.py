@@ -113,6 +113,22 @@ def _fake_cmd(*extra):
     return ["--", sys.executable, FAKE, "--host", "{host}", "--port", "{port}", *extra]
 
 
+@pytest.mark.parametrize("mode,verdict", [("overlap", "regression"), ("ok", "pass")])
+def test_answers_that_change_only_under_concurrency_are_a_regression(tmp_path, mode, verdict):
+    """A server whose answer changes whenever requests overlap (the fake server's ``overlap``
+    mode) against the same server unchanged: with outputs judged across levels, concurrency 4
+    is a regression against concurrency 1 of the same run, and the clean server passes."""
+    proc = harness("e2e", "--levels", "1,4", "--limit", 8, "--output", tmp_path,
+                   "--max-changed-across-levels", 0, "--request-timeout", 30,
+                   *_fake_cmd("--mode", mode))
+    high = _summary(tmp_path)["levels"][1]
+    assert high["verdict"] == verdict, (proc.stdout[-2000:], high["reasons"])
+    if mode == "overlap":
+        assert proc.returncode == 1
+        assert any("greedy outputs changed vs level 1" in r and "#### 5" in r
+                   for r in high["reasons"]), high["reasons"]
+
+
 def test_dead_server_is_an_error_naming_the_url(tmp_path):
     from harness.e2e.server import free_port
 

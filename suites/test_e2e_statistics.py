@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from harness.e2e import fingerprint, stats
-from harness.e2e.judge import judge_level
+from harness.e2e.judge import comparisons, judge_level
 
 N, ACC, REPS, ALPHA_PER_TEST = 1319, 0.95, 4000, 0.005
 
@@ -136,8 +136,48 @@ def test_outputs_changed_across_levels_are_a_regression_where_the_server_forbids
 
 def test_too_few_questions_without_identity_evidence_is_inconclusive():
     gold = {"name": "g", "metrics": {"strict-match": {"acc": 0.95, "n": 1319}}, "judge": {}}
-    res = judge_level(_level(1, [1] * 9 + [0]), gold, None)
+    res = judge_level(_level(1, [1] * 9 + [0]), gold, None, accept_aggregate_subset=True)
     assert res.verdict == "inconclusive" and "too few questions" in res.reasons[-1]
+    assert "answered 10 of its 1319 questions (accepted)" in res.basis[0]
+
+
+def test_a_limit_subset_is_not_held_against_a_whole_set_accuracy_unless_accepted():
+    gold = {"name": "g", "metrics": {"strict-match": {"acc": 0.95, "n": 1319}}, "judge": {}}
+    res = judge_level(_level(1, [1] * 9 + [0]), gold, None)
+    assert res.verdict == "error" and "--accept-aggregate-golden" in res.reasons[0]
+
+
+def test_an_aggregate_only_golden_cannot_vouch_for_a_two_point_goal_at_1319_questions():
+    """Its detectable drop is ~4 points: a run that matches it is inconclusive, not pass."""
+    gold = {"name": "g", "metrics": {m: {"acc": 0.95, "n": N} for m in ("strict-match",)},
+            "judge": {}}
+    res = judge_level(_level(1, [1] * 1253 + [0] * 66), gold, None)
+    assert res.verdict == "inconclusive" and res.min_detectable_drop > 0.03, res.reasons
+
+
+@pytest.mark.parametrize("churn", [0.0, 0.04, 0.10])
+def test_paired_detectable_drop_counts_the_answers_that_changed(churn):
+    """At the drop it prints, the paired test has at least ~95% power, whatever the churn (with
+    no churn the normal approximation is conservative: the exact test does better)."""
+    mde = stats.min_detectable_drop_paired(N, round(churn * N), ALPHA_PER_TEST)
+    golden, run = _simulate(np.random.default_rng(6), churn, mde)
+    power = _paired_rejections(golden, run)
+    print(f"churn {churn:.0%}: paired detectable drop {mde:.4f}, simulated power {power:.3f}")
+    assert power >= 0.93
+    if churn:
+        assert power <= 0.97, "the printed drop must not be pessimistic where churn is known"
+    if churn <= 0.04:  # the churn of greedy decoding under batching; at 10% pairing stops helping
+        assert mde < stats.min_detectable_drop(ACC, N, N, ALPHA_PER_TEST), "pairing must help"
+
+
+def test_one_family_over_levels_and_comparisons():
+    """Three levels against a golden and level 1: five comparisons of two metrics each."""
+    levels = [_level(c, [1] * 20) for c in (1, 4, 16)]
+    gold = {"name": "g", "judge": {}, "per_question": levels[0]["per_question"],
+            "metrics": levels[0]["metrics"]}
+    family = comparisons(levels, gold)
+    res = judge_level(levels[2], gold, levels[0], family=family)
+    assert family == 5 and all(t["alpha"] == pytest.approx(0.01 / 10) for t in res.tests)
 
 
 def test_error_level_is_an_error_verdict():

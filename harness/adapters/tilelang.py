@@ -1,8 +1,8 @@
 """TileLang's mHC kernels, as vLLM ships them (``vllm/model_executor/kernels/mhc/tilelang.py``).
 
-Found and called by name as the vLLM adapter does (``find_mhc_entry``, ``bind_mhc_entry``). ``HARNESS_TILELANG_MHC_MODULE`` may
-name another module that exposes the same four entry points (e.g. a TileLang checkout's
-kernels outside vLLM); otherwise both ``tilelang`` and ``vllm`` must import.
+Found and called by name as the vLLM adapter does (``find_mhc_entry``, ``bind_mhc_entry``).
+``HARNESS_TILELANG_MHC_MODULE`` may name another module that exposes the same four entry
+points (e.g. a TileLang checkout's kernels outside vLLM); otherwise both ``tilelang`` and ``vllm`` must import.
 """
 
 from __future__ import annotations

@@ -78,6 +78,7 @@ def config_from_args(args):
         ready_timeout=args.ready_timeout, level_timeout=args.level_timeout,
         request_timeout=args.request_timeout,
         kernel_settings=_pairs(args.kernel_setting, "--kernel-setting"), hardware=args.hardware,
+        accept_aggregate_golden=getattr(args, "accept_aggregate_golden", False),
         max_changed_across_levels=across)
 
 
@@ -230,6 +231,10 @@ def _add_run_args(e2e) -> None:
                      help="share of greedy outputs that may differ from the lowest level's "
                           "(default: 0 for llama.cpp, which serves one request at a time; not "
                           "judged for other servers)")
+    e2e.add_argument("--accept-aggregate-golden", action="store_true",
+                     help="compare a --limit subset with a golden that has only whole-set "
+                          "accuracy (refused by default: the first questions are not a random "
+                          "sample)")
     e2e.add_argument("server_cmd", nargs="*", metavar="-- CMD ARG",
                      help="after --: a server command to launch, as separate arguments, with "
                           "{host} and {port} filled in (no shell)")

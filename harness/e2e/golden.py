@@ -3,7 +3,8 @@
 A golden file is JSON (``golden/gsm8k/<name>.json``)::
 
     schema, name, model, server {kind, command, env, settings}, kernel_settings, hardware,
-    fingerprint {server_kind, server_version, model_sha256, cpu, ...} (optional), date, source, task {name, num_fewshot, limit, gen_kwargs, test_sha256},
+    fingerprint {server_kind, server_version, model_sha256, cpu, ...} (optional), date, source,
+    task {name, num_fewshot, limit, gen_kwargs, test_sha256},
     metrics {"strict-match": {acc, stderr, n}, "flexible-extract": {...}},
     judge {alpha, max_drop, max_changed_fraction}, per_question [ {doc_id, doc_hash,
     strict-match, flexible-extract, response} ] or null, notes
@@ -23,7 +24,7 @@ from typing import Any
 
 METRICS = ("strict-match", "flexible-extract")
 REQUIRED = ("name", "model", "server", "hardware", "date", "source", "task", "metrics")
-DEFAULT_JUDGE = {"alpha": 0.01, "max_drop": 0.05, "max_changed_fraction": None}
+DEFAULT_JUDGE = {"alpha": 0.01, "max_drop": 0.02, "max_changed_fraction": None}
 GOLDEN_DIR = pathlib.Path(__file__).resolve().parents[2] / "golden" / "gsm8k"
 
 

@@ -1,8 +1,9 @@
 """Verdicts for E2E levels: against the golden, and against the same run's lowest level.
 
-Per level there are up to two comparisons (the golden; the run's lowest level), each a family
-of one one-sided test per metric at ``alpha / number_of_metrics`` (Bonferroni), so each
-comparison's false-alarm rate stays at most ``alpha``.
+Per level there are up to two comparisons (the golden; the run's lowest level), each one
+one-sided test per metric. All tests of a run form one family: each is made at
+``alpha / (comparisons in the run x metrics)`` (Bonferroni, ``stats.family_alpha``), so the
+chance that a run with no change reports any regression stays at most ``alpha``.
 
 Greedy outputs are compared too, where they must be equal:
 - with the golden's outputs only when the golden's fingerprint (server build, model file,
@@ -16,9 +17,12 @@ Greedy outputs are compared too, where they must be equal:
 
 Verdicts: ``regression`` when a test is significant or more outputs changed than allowed;
 ``inconclusive`` when nothing is significant but the run could not have seen a ``max_drop``
-accuracy drop (too few questions) and no output-identity check vouches for it; ``error`` when
-the level did not produce results; otherwise ``pass``. ``Judgement.basis`` says, per
-comparison, what was compared and why.
+accuracy drop (2 points unless the golden says otherwise; the paired test's detectable drop
+counts the answers that changed, ``stats.min_detectable_drop_paired``) and no output-identity
+check vouches for it; ``error`` when the level did not produce results, or when a ``--limit``
+subset would be held against a golden that only knows its whole-set accuracy (the first
+questions are not a random sample) unless that is accepted explicitly; otherwise ``pass``.
+``Judgement.basis`` says, per comparison, what was compared and why.
 """
 
 from __future__ import annotations
@@ -93,9 +97,18 @@ def _paired_base(golden: dict, run: list[dict]) -> list[dict] | str:
     return [by_id[q["doc_id"]] for q in run]
 
 
+def comparisons(results: list[dict], golden: dict | None) -> int:
+    """How many comparisons a run makes (the size of its test family, with the metrics)."""
+    ok = [r for r in results if not r.get("error")]
+    lowest = min((r["level"] for r in ok), default=None)
+    return sum((golden is not None) + (r["level"] != lowest) for r in ok) or 1
+
+
 def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
                 run_fingerprint: dict | None = None,
-                max_changed_across_levels: float | None = None) -> Judgement:
+                max_changed_across_levels: float | None = None, family: int = 1,
+                accept_aggregate_subset: bool = False) -> Judgement:
+    """``family``: the number of comparisons in the whole run (``comparisons``)."""
     level = result["level"]
     if result.get("error"):
         return Judgement(level, "error", [result["error"]])
@@ -125,8 +138,18 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
                              f"matches; at most {limit:.0%} may change)")
             comparisons.append(("golden", base, None, limit))
         else:
+            n_gold = min(v["n"] for v in golden["metrics"].values())
+            if result["n"] != n_gold and not accept_aggregate_subset:
+                return Judgement(level, "error", [
+                    f"golden {golden['name']} has only its accuracy over {n_gold} questions, and "
+                    f"this run answered {result['n']} (--limit): the first questions are not a "
+                    "random sample of the set, so the two accuracies are not comparable. Run "
+                    "without --limit, use a golden with per-question results (`harness golden "
+                    "record`), or pass --accept-aggregate-golden to compare anyway"])
             basis.append("golden: one-sided two-proportion test on published accuracy (no "
-                         "per-question results)")
+                         "per-question results)" + (f"; this run answered {result['n']} of its "
+                                                    f"{n_gold} questions (accepted)"
+                                                    if result["n"] != n_gold else ""))
             comparisons.append(("golden", None, golden["metrics"], None))
     if lowest is not None and lowest["level"] != level and not lowest.get("error"):
         against = f"level {lowest['level']}"
@@ -142,14 +165,18 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
     judgement = Judgement(level, "pass", reasons, basis=basis)
     mdes, identity_ok = [], None
     for against, base, aggregate, limit in comparisons:
-        alpha = settings["alpha"] / (len(METRICS) if aggregate is None else len(aggregate))
+        alpha = stats.family_alpha(settings["alpha"], family * (
+            len(METRICS) if aggregate is None else len(aggregate)))
         for m in METRICS:
             if base is not None:
-                res = stats.mcnemar_one_sided([bool(q[m]) for q in base], [bool(q[m]) for q in run_q])
-                p0, n0 = sum(q[m] for q in base) / len(base), len(base)
+                before, after = [bool(q[m]) for q in base], [bool(q[m]) for q in run_q]
+                res = stats.mcnemar_one_sided(before, after)
+                changed = sum(x != y for x, y in zip(before, after))
+                mdes.append(stats.min_detectable_drop_paired(len(after), changed, alpha))
             elif m in aggregate:
                 p0, n0 = aggregate[m]["acc"], aggregate[m]["n"]
                 res = stats.two_proportion_one_sided(p0, n0, result["metrics"][m]["acc"], result["n"])
+                mdes.append(stats.min_detectable_drop(p0, n0, result["n"], alpha))
             else:
                 continue
             significant = res.p_value < alpha
@@ -157,7 +184,6 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
                                     "test": res.test, "p_value": res.p_value, "alpha": alpha,
                                     "drop": res.drop, "detail": res.detail,
                                     "significant": significant})
-            mdes.append(stats.min_detectable_drop(p0, n0, result["n"], alpha))
             if significant:
                 reasons.append(f"{m} vs {against}: drop {res.drop:+.3f} ({res.detail}), "
                                f"p={res.p_value:.2g} < {alpha:.2g}")

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from harness.e2e import data, fingerprint, golden as golden_mod, lmeval, server as server_mod
-from harness.e2e.judge import judge_level, worst
+from harness.e2e.judge import comparisons, judge_level, worst
 
 DEFAULT_LEVELS = (1, 8, 32, 128)
 
@@ -45,6 +45,8 @@ class E2EConfig:
     max_changed_across_levels: float | None = None
     """Share of greedy outputs that may differ between a level and the run's lowest one (None:
     not judged). 0 for servers whose outputs cannot depend on concurrency."""
+    accept_aggregate_golden: bool = False
+    """Compare a --limit subset with a golden that only has whole-set accuracy anyway."""
 
     def resume_key(self) -> str:
         """What must match for saved levels to be reused."""
@@ -179,8 +181,10 @@ def run(cfg: E2EConfig) -> dict:
     log = cfg.output / "server.log"
     meta["fingerprint"] = fingerprint.collect(cfg.server_kind, None if cfg.base_url else cfg.server_cmd,
                                               log if log.exists() else None)
+    family = comparisons(levels, gold)
     judgements = [judge_level(r, gold, lowest, run_fingerprint=meta["fingerprint"],
-                              max_changed_across_levels=cfg.max_changed_across_levels)
+                              max_changed_across_levels=cfg.max_changed_across_levels,
+                              family=family, accept_aggregate_subset=cfg.accept_aggregate_golden)
                   for r in levels]
     verdict = worst(j.verdict for j in judgements)
     summary = {"verdict": verdict, "meta": meta,

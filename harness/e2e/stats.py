@@ -12,6 +12,12 @@
   their difference when they answered the same questions, so the test is conservative there.
   ``min_detectable_drop`` is the drop it detects with the given power; it is printed in every
   report because at n = 1319 and accuracy 0.95 it is about 4 points (alpha 0.01, power 0.95).
+- **Detectable drop of the paired test** (``min_detectable_drop_paired``): McNemar's power
+  depends on how many answers change at all, not on the accuracy. With ``n`` questions and a
+  share ``psi`` of them discordant, ``b - c`` has mean ``n * d`` and variance ``n * (psi - d^2)``
+  for a true drop ``d``, so the test detects ``d = (z_alpha * sqrt(psi) + z_power *
+  sqrt(psi - d^2)) / sqrt(n)`` (Connor 1987, solved by iteration). A drop adds its own flips to
+  the churn, so ``psi`` is the observed discordant share plus ``d``, and at least ``3 / n``.
 """
 
 from __future__ import annotations
@@ -77,3 +83,23 @@ def min_detectable_drop(p0: float, n0: int, n1: int, alpha: float, power: float 
         se1 = math.sqrt(p0 * (1 - p0) / n0 + p1 * (1 - p1) / n1)
         drop = za * se0 + zb * se1
     return drop
+
+
+def min_detectable_drop_paired(n: int, discordant: int, alpha: float, power: float = 0.95) -> float:
+    """Smallest true drop the paired test detects with ``power``, given ``discordant`` of the
+    ``n`` questions changed correctness (module docstring)."""
+    if n <= 0:
+        return float("inf")
+    churn = discordant / n
+    za, zb = sps.norm.isf(alpha), sps.norm.isf(1 - power)
+    drop = 0.0
+    for _ in range(200):
+        psi = min(1.0, max(churn + drop, 3.0 / n))
+        drop = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - drop * drop, 0.0))) / math.sqrt(n)
+    return drop
+
+
+def family_alpha(alpha: float, tests: int) -> float:
+    """Bonferroni: each of ``tests`` one-sided tests at ``alpha / tests`` keeps the chance of any
+    false alarm in the whole run (every level, comparison and metric) at most ``alpha``."""
+    return alpha / max(tests, 1)
