@@ -60,6 +60,8 @@ def cmd_run(args) -> int:
         pytest_args += ["--device", args.device]
     if args.workers:
         pytest_args += ["-n", str(args.workers)]
+    if getattr(args, "shard", None):
+        pytest_args += ["--shard", args.shard]
     code = pytest.main(pytest_args + list(args.pytest_args))
     baseline = _baseline(args.compare_to, folder, profile)
     regressions = 0
@@ -90,7 +92,20 @@ def _baseline(compare_to: str | None, folder: pathlib.Path, profile: str):
 def cmd_report(args) -> int:
     from harness.report import read_meta, write_summary
 
-    folder = pathlib.Path(args.folder)
+    if len(args.folders) > 1:
+        from harness.merge import MergeError, merge
+
+        folder = _report_folder(args.output)
+        try:
+            merge([pathlib.Path(f) for f in args.folders], folder)
+        except MergeError as exc:
+            print(f"harness report: {exc}", file=sys.stderr)
+            return EXIT_UNTESTABLE
+    else:
+        folder = pathlib.Path(args.output or args.folders[0])
+        if args.output:
+            print("harness report: --output is for merging several folders", file=sys.stderr)
+            return EXIT_UNTESTABLE
     meta = read_meta(folder)
     if not meta and not list(folder.glob("results*.csv")):
         print(f"{folder} holds no harness results (results*.csv, run.json)", file=sys.stderr)
@@ -98,11 +113,13 @@ def cmd_report(args) -> int:
     path = write_summary(folder, profile=meta.get("profile", "?"),
                          pytest_exit=meta.get("pytest_exit", 0))
     print(path.read_text())
+    if len(args.folders) > 1:
+        return run_verdict(int(meta.get("pytest_exit", 0)), meta)[0]
     return EXIT_GOOD
 
 
 def cmd_compare(args) -> int:
-    from harness.trend import write_trend
+    from harness.trend import runs_between, write_trend
 
     for folder in (args.old, args.new):
         if not list(pathlib.Path(folder).glob("results*.csv")):
@@ -110,7 +127,8 @@ def cmd_compare(args) -> int:
                   "report folders written by `harness run` or the test command's --report-dir",
                   file=sys.stderr)
             return EXIT_UNTESTABLE
-    path, regressions = write_trend(pathlib.Path(args.old), pathlib.Path(args.new))
+    old, new = pathlib.Path(args.old), pathlib.Path(args.new)
+    path, regressions = write_trend(old, new, runs_between(old, new))
     print(path.read_text())
     return EXIT_BAD if regressions else EXIT_GOOD
 
@@ -174,13 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="A/B mode: compare implementation B with A across the sweep")
     run.add_argument("--device", choices=["cuda", "cpu"])
     run.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. auto)")
+    run.add_argument("--shard", metavar="I/N", help="run shard I of N of the profile (one job of "
+                     "a CI matrix or Slurm array); merge with `harness report DIR...`")
     run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")
     run.add_argument("--compare-to", help="earlier run folder for the trend, 'auto' (newest "
                      "run of the same profile; default for nightly) or 'none'")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     run.set_defaults(func=cmd_run)
-    rep = sub.add_parser("report", help="rebuild summary.md and report.html of a run folder")
-    rep.add_argument("folder")
+    rep = sub.add_parser("report", help="rebuild summary.md and report.html of a run folder, "
+                         "or merge the folders of a sweep's shards into one report")
+    rep.add_argument("folders", nargs="+", metavar="DIR")
+    rep.add_argument("--output", help="merged report folder (default reports/<timestamp>-<id>)")
     rep.set_defaults(func=cmd_report)
     cmp_ = sub.add_parser("compare", help="two runs side by side; exit 1 if the new one is worse")
     cmp_.add_argument("old")

@@ -67,9 +67,11 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         failed.append(f"{acc.nonfinite_mismatch} non-finite values differ from the reference")
     if acc.mismatches:
         where = f" at token {row['worst_token']}" if "worst_token" in row else ""
+        ulps = f"; max {acc.max_ulp} ulp of {str(out.dtype).removeprefix('torch.')}" \
+            if acc.ulps else ""
         failed.append(f"{acc.mismatches}/{numel} elements beyond atol={tol.atol:g} "
                       f"rtol={tol.rtol:g} (max abs {acc.max_abs:.3g}; worst {acc.tol_used:.3g}x "
-                      f"the tolerance{where})")
+                      f"the tolerance{where}{ulps})")
     row["passed"] = not failed
     row["detail"] = "; ".join(failed)
     return row

@@ -20,22 +20,30 @@ def _grid(n: int):
     return fig, list(axes.flat)
 
 
-def _lines(df: pd.DataFrame, value: str, title: str, ylabel: str, path: pathlib.Path,
-           x: str = "tokens") -> pathlib.Path | None:
-    df = df[df[value].notna() & (df[x] > 0)]
+def _panels(df: pd.DataFrame, value: str, title: str, ylabel: str, path: pathlib.Path,
+            limit: float | None = None, x: str = "tokens") -> pathlib.Path | None:
+    """One panel per (op, output), one line per implementation (its worst value per ``x``).
+    The y axis is symmetric-log so that exact zeros are drawn at zero, not at a floor; ``limit``
+    (the failing line) is drawn in red."""
+    df = df[df[value].notna() & (pd.to_numeric(df[x], errors="coerce") > 0)]
     if df.empty:
         return None
-    ops = sorted(df["op"].unique())
-    fig, axes = _grid(len(ops))
-    for ax, op in zip(axes, ops):
-        sub = df[df["op"] == op]
-        for (impl, output), g in sub.groupby(["impl", "output"]):
+    panels = sorted(df.groupby(["op", "output"]).groups)
+    fig, axes = _grid(len(panels))
+    positive = pd.to_numeric(df[value], errors="coerce")
+    floor = float(positive[positive > 0].min()) if (positive > 0).any() else 1e-3
+    for ax, (op, output) in zip(axes, panels):
+        sub = df[(df["op"] == op) & (df["output"] == output)]
+        for impl, g in sub.groupby("impl"):
             series = g.groupby(x)[value].max().sort_index()
-            ax.plot(series.index, series.clip(lower=1e-12).values, marker="o", ms=3,
-                    label=f"{impl}: {output}")
+            ax.plot(series.index, series.values, marker="o", ms=3, label=str(impl))
+        if limit is not None:
+            ax.axhline(limit, color="tab:red", ls="--", lw=1, label=f"fails above {limit:g}")
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(op, fontsize=10)
+        ax.set_yscale("symlog", linthresh=min(floor, limit or floor))
+        top = max(float(pd.to_numeric(sub[value], errors="coerce").max()), limit or 0.0)
+        ax.set_ylim(bottom=0, top=top * 3 if top > 0 else 1.0)
+        ax.set_title(f"{op}: {output}", fontsize=10)
         ax.set_xlabel(x)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
@@ -49,23 +57,27 @@ def _lines(df: pd.DataFrame, value: str, title: str, ylabel: str, path: pathlib.
 
 def make_plots(df: pd.DataFrame, folder: pathlib.Path) -> list[pathlib.Path]:
     """PNG files written into ``folder``; absent data gives no figure."""
+    from harness.detectors.precision_growth import GROWTH
+
     made = []
     shipped = df[~df["impl"].astype(str).str.startswith("fault-")]
     acc = shipped[shipped["check"] == "accuracy"]
-    made.append(_lines(acc, "max_abs", "Max abs error vs token count (float64 reference)",
-                       "max abs error", folder / "error_vs_tokens.png"))
+    if "tol_used" in acc:
+        made.append(_panels(acc, "tol_used", "Share of the tolerance used vs token count "
+                            "(1.0 = at the limit)", "error / tolerance",
+                            folder / "tolerance_used_vs_tokens.png", limit=1.0))
     growth = shipped[shipped["check"] == "precision_growth"]
-    if "p99" in growth:
-        made.append(_lines(growth, "p99", "Per-token p99 relative error vs token count "
-                           "(large-token precision)", "p99 per-token error",
-                           folder / "precision_growth.png"))
+    if "p99_growth" in growth:
+        made.append(_panels(growth, "p99_growth", "Per-token p99 error relative to the small-T "
+                            "baseline (large-token precision)", "p99 / baseline p99",
+                            folder / "precision_growth.png", limit=GROWTH))
     topk = acc[acc["op"].astype(str).str.startswith("top_k") & acc["rows"].notna()] \
         if "rows" in acc else acc.iloc[0:0]
     if not topk.empty:
-        rate = topk.assign(fail_rate=(topk["verdict"] != "pass").astype(float) + 1e-6)
-        made.append(_lines(rate, "fail_rate", "Top-k failing fraction vs rows per call "
-                           "(batch size / concurrency)", "failing fraction (+1e-6)",
-                           folder / "topk_vs_rows.png"))
+        rate = topk.assign(fail_rate=(topk["verdict"] != "pass").astype(float))
+        made.append(_panels(rate, "fail_rate", "Top-k failing fraction vs rows per call "
+                            "(batch size / concurrency)", "failing fraction",
+                            folder / "topk_vs_rows.png", x="rows"))
     return [p for p in made if p is not None]
 
 

@@ -67,6 +67,9 @@ def pytest_addoption(parser):
     group.addoption("--ab", default=None,
                     help="A,B: compare implementation B with A (and both with the reference)")
     group.addoption("--device", default=None, help="cuda or cpu (default: cuda when present)")
+    group.addoption("--shard", default=None, metavar="I/N",
+                    help="run only shard I of N (deterministic, balanced by expected cost); "
+                         "merge the shards' report folders with `harness report DIR...`")
     group.addoption("--report-dir", default=os.environ.get("HARNESS_REPORT_DIR"),
                     help="write the report folder here: result rows (CSV, JSON), junit.xml, "
                          "run.json, summary.md, report.html, and cases/ (failing cases, for "
@@ -108,6 +111,8 @@ def pytest_configure(config):
     # pytest-xdist registers this marker only while it is active; runs with `-p no:xdist` (the
     # CLI's subprocesses, a bisect) must still collect the suites that use it under --strict-markers.
     config.addinivalue_line("markers", "xdist_group(name): run these tests in one xdist worker")
+    config.addinivalue_line("markers", "implementation(*names): the implementations a test is "
+                            "about, for --impl (no names: none, e.g. vendor stand-ins)")
     config.addinivalue_line("markers", "device_memory_heavy: needs tens of GB of GPU memory; "
                             "runs one at a time across xdist workers")
     from harness.plugins import ImplModuleError, load_impl_modules
@@ -225,8 +230,9 @@ def pytest_generate_tests(metafunc):
                 continue
             if not impl.available:
                 if name in wanted:
-                    params.append(pytest.param(None, id=f"{op}-{name}", marks=pytest.mark.skip(
-                        reason=f"{op}/{name} cannot run here: {impl.reason}")))
+                    params.append(pytest.param(None, id=f"{op}-{name}", marks=[
+                        pytest.mark.skip(reason=f"{op}/{name} cannot run here: {impl.reason}"),
+                        pytest.mark.implementation(name)]))
                 continue
             for hidden in grid["hidden"]:
                 for tokens in grid["tokens"]:
@@ -305,7 +311,8 @@ def pytest_sessionfinish(session, exitstatus):
                argv=list(session.config.invocation_params.args),
                cwd=str(session.config.invocation_params.dir),
                cases_run=dict(_TALLY["ran"]), out_of_memory=list(_TALLY["out_of_memory"]),
-               failed=list(_TALLY["failed"]), impl_wanted=session.config.getoption("impl") or [])
+               failed=list(_TALLY["failed"]), impl_wanted=session.config.getoption("impl") or [],
+               shard=session.config.getoption("shard"))
     write_summary(folder, profile=profile, pytest_exit=int(exitstatus))
 
 
@@ -352,10 +359,43 @@ def pytest_runtest_teardown(item, nextitem):
         _release_gpu_memory()
 
 
+IMPL_PARAMS = ("impl", "name")
+"""Parameter names under which suites pass a registered implementation's name."""
+
+
+def implementations_of(item) -> set[str]:
+    """The implementations a test is about: its ``implementation(*names)`` marker if it has
+    one (no names: about none, e.g. vendor stand-ins), else its sweep target's or its
+    ``impl``/``name`` parameter's. ``--impl NAME`` keeps only the tests about NAME."""
+    marker = item.get_closest_marker("implementation")
+    if marker is not None:
+        return set(marker.args)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    names = {v.impl.name for v in params.values() if isinstance(v, Target)}
+    return names | {v for k, v in params.items() if k in IMPL_PARAMS and isinstance(v, str)}
+
+
 def pytest_collection_modifyitems(config, items):
     # End-to-end tests take minutes each (a model server per run): start them first, so that
     # under xdist the other workers fill in with kernel tests instead of waiting at the end.
     items.sort(key=lambda item: "e2e" not in item.keywords)
+    wanted = set(config.getoption("impl") or [])
+    if wanted:
+        kept = [item for item in items if implementations_of(item) & wanted]
+        dropped = [item for item in items if not implementations_of(item) & wanted]
+        items[:] = kept
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+    if config.getoption("shard"):
+        from harness.shards import ShardError, parse, split
+
+        try:
+            index, count = parse(config.getoption("shard"))
+        except ShardError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        items[:], dropped = split(items, index, count)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
     if harness_device.has_gpu():
         return
     skip = pytest.mark.skip(reason="needs a GPU (none visible to torch); run on a CUDA/ROCm host")

@@ -40,8 +40,57 @@ def compare_runs(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_trend(old_dir: pathlib.Path, new_dir: pathlib.Path) -> tuple[pathlib.Path, int]:
-    """``trend.md`` in ``new_dir``; returns it and the number of regressed (or newly failing) rows."""
+def trend_matrix(diff: pd.DataFrame) -> list[str]:
+    """Markdown: implementation x op, each cell the change from the old run to the new one:
+    ``▲ 2.3x`` (worse beyond noise; the worst ratio), ``▲ FAIL`` (newly failing), ``▼ 0.5x``
+    (better by as much), ``=`` (within noise)."""
+    if diff.empty:
+        return []
+    impls, ops = sorted(diff["impl"].astype(str).unique()), sorted(diff["op"].astype(str).unique())
+    lines = ["| implementation | " + " | ".join(ops) + " |", "| --- |" + " --- |" * len(ops)]
+    for impl in impls:
+        cells = []
+        for op in ops:
+            rows = diff[(diff["impl"] == impl) & (diff["op"] == op)]
+            newly = rows["verdict_change"] & (rows["verdict_new"] != "pass")
+            worse = rows[rows["regressed"]]
+            better = rows[(rows["old"] > FACTOR * rows["new"]) & (rows["old"] > rows["new"] + NOISE)]
+            cells.append("" if rows.empty else "▲ FAIL" if newly.any()
+                         else f"▲ {worse['ratio'].max():.2g}x" if not worse.empty
+                         else f"▼ {better['ratio'].min():.2g}x" if not better.empty else "=")
+        lines.append(f"| {impl} | " + " | ".join(cells) + " |")
+    return lines + ["", "▲ worse than the old run by more than "
+                    f"{FACTOR}x (worst ratio) or newly failing; ▼ better by as much; = within noise.", ""]
+
+
+def first_moved(bad: pd.DataFrame, runs: list[pathlib.Path]) -> pd.Series:
+    """For each worse row: the first of ``runs`` (oldest first, ending with the new run) whose
+    value is already beyond ``FACTOR`` x the old value."""
+    if bad.empty or not runs:
+        return pd.Series(dtype=str)
+    first = pd.Series(runs[-1].name, index=bad.index)
+    found = pd.Series(False, index=bad.index)
+    for run in runs:
+        df = load_results(run)
+        if df.empty:
+            continue
+        for metric, rows in bad.groupby("metric"):
+            if metric not in df:
+                continue
+            values = rows[KEY].merge(df[KEY + [metric]].drop_duplicates(KEY), on=KEY, how="left")
+            values.index = rows.index
+            moved = (values[metric] > FACTOR * rows["old"]) & (values[metric] > rows["old"] + NOISE)
+            hit = moved & ~found
+            first[hit[hit].index] = run.name
+            found |= moved
+    return first
+
+
+def write_trend(old_dir: pathlib.Path, new_dir: pathlib.Path,
+                between: list[pathlib.Path] | None = None) -> tuple[pathlib.Path, int]:
+    """``trend.md`` in ``new_dir``; returns it and the number of regressed (or newly failing)
+    rows. ``between``: runs after ``old_dir`` and before ``new_dir`` (oldest first), searched
+    for the first run in which each worse metric moved."""
     old, new = load_results(old_dir), load_results(new_dir)
     if old.empty or new.empty:
         raise FileNotFoundError(f"no results*.csv in {old_dir if old.empty else new_dir}; "
@@ -51,14 +100,31 @@ def write_trend(old_dir: pathlib.Path, new_dir: pathlib.Path) -> tuple[pathlib.P
         if not diff.empty else diff
     lines = [f"## Trend against `{old_dir}`", "",
              f"{len(diff)} metric values matched; {len(bad)} worse by more than {FACTOR}x "
-             "(or newly failing).", ""]
+             "(or newly failing).", ""] + trend_matrix(diff)
     if not bad.empty:
-        worst = bad.sort_values("ratio", ascending=False).head(30)
-        lines += ["```", worst[KEY + ["metric", "old", "new", "ratio", "verdict_new"]]
-                  .to_string(index=False), "```"]
+        worst = bad.assign(first_moved_in=first_moved(bad, list(between or []) + [new_dir]))
+        worst = worst.sort_values("ratio", ascending=False).head(30)
+        lines += ["```", worst[KEY + ["metric", "old", "new", "ratio", "verdict_new",
+                                      "first_moved_in"]].to_string(index=False), "```"]
     path = new_dir / "trend.md"
     path.write_text("\n".join(lines) + "\n")
     return path, len(bad)
+
+
+def runs_between(old_dir: pathlib.Path, new_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Run folders beside ``new_dir`` with its profile, started after ``old_dir`` and before
+    ``new_dir`` (oldest first)."""
+    from harness.report import read_meta
+
+    profile, lo = read_meta(new_dir).get("profile"), read_meta(old_dir).get("started", "")
+    hi = read_meta(new_dir).get("started", "")
+    found = []
+    for p in new_dir.parent.iterdir():
+        meta = read_meta(p) if p.is_dir() and not p.is_symlink() else {}
+        if p not in (old_dir, new_dir) and meta.get("profile") == profile \
+                and lo < meta.get("started", "") < hi:
+            found.append((meta["started"], p))
+    return [p for _, p in sorted(found)]
 
 
 def previous_run(folder: pathlib.Path, profile: str) -> pathlib.Path | None:

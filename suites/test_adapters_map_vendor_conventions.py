@@ -17,6 +17,8 @@ from harness.specs import Case, get_spec
 from kernels.mhc import torch as mhc_ref
 from suites import vendor_standins as standins
 
+pytestmark = pytest.mark.implementation()  # stand-in vendors, not the real packages
+
 MHC_TOKENS = (1, 7, 33)
 MHC_HIDDEN = 64
 TOPK_CASES = (

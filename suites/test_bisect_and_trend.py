@@ -10,6 +10,7 @@ import pytest
 
 from harness.subprocess_env import child_env
 
+from harness.report import write_meta
 from harness.trend import compare_runs, write_trend
 
 GOOD = """from harness.registry import register
@@ -72,3 +73,20 @@ def test_compare_flags_worse_metric_inside_tolerance(tmp_path):
 def test_compare_without_results_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="results"):
         write_trend(tmp_path, tmp_path)
+
+
+def test_compare_prints_the_matrix_with_arrows_and_the_first_run_that_moved(tmp_path):
+    """Four nightly runs: the error grew 4x in the second and stayed; `harness compare` of the
+    first and the last names the second, and the matrix shows the arrow."""
+    runs = []
+    for i, error in enumerate((1e-3, 4e-3, 4e-3, 4e-3)):
+        run = tmp_path / f"2026-11-0{i + 1}-nightly"
+        run.mkdir()
+        _frame(error).to_csv(run / "results.csv", index=False)
+        write_meta(run, profile="nightly", started=f"2026-11-0{i + 1}T00:00:00")
+        runs.append(run)
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", str(runs[0]), str(runs[-1])],
+                          capture_output=True, text=True, env=child_env(), timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "▲ 4x" in proc.stdout, proc.stdout
+    assert runs[1].name in proc.stdout.split("first_moved_in")[-1], proc.stdout

@@ -1,6 +1,7 @@
 """``harness run`` exit codes are git-bisect verdicts: 0 good, 1 bad, 125 could not test, for an
 implementation loaded from a file outside the repository with --impl-module."""
 
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -96,3 +97,18 @@ def test_compare_of_a_folder_without_results_is_a_usage_error(tmp_path):
                            str(tmp_path)], capture_output=True, text=True, timeout=300,
                           env=child_env())
     assert proc.returncode == 125 and "holds no harness results" in proc.stderr
+
+
+def test_impl_selects_only_the_tests_about_that_implementation():
+    """`--impl torch` keeps the sweep cases of torch and the tests marked as about it, and drops
+    the shipped Triton kernels' own tests and the vendor stand-in tests."""
+    suites = pathlib.Path(__file__).resolve().parent
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist",
+                           "-p", "no:cacheprovider", "--impl", "torch",
+                           str(suites / "test_topk_accuracy.py"), str(suites / "test_topk_contract.py"),
+                           str(suites / "test_adapters_map_vendor_conventions.py")],
+                          capture_output=True, text=True, timeout=300, env=child_env())
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert collected and all(line.endswith("-torch]") or "nan_in_window" in line
+                             for line in collected), collected
+    assert "deselected" in proc.stdout

@@ -64,6 +64,7 @@ BAD_MQA = {
 }
 
 
+@pytest.mark.implementation("torch", "triton")
 @pytest.mark.parametrize("case", BAD_MQA, ids=list(BAD_MQA))
 def test_mqa_rejects_bad_arguments(case):
     mutate, message = BAD_MQA[case]
@@ -84,6 +85,7 @@ BAD_PAGED = {
 }
 
 
+@pytest.mark.implementation("torch", "triton")
 @pytest.mark.parametrize("case", BAD_PAGED, ids=list(BAD_PAGED))
 def test_paged_rejects_bad_arguments(case):
     mutate, message = BAD_PAGED[case]
@@ -94,6 +96,7 @@ def test_paged_rejects_bad_arguments(case):
             fn(*args.values())
 
 
+@pytest.mark.implementation("torch", "triton")
 def test_quantisation_rejects_bad_arguments():
     k = torch.randn(4, HEAD_DIM).bfloat16()
     cache = torch.zeros(2, BLOCK_SIZE, 1, HEAD_DIM + 4, dtype=torch.uint8)

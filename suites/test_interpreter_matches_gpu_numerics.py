@@ -15,6 +15,8 @@ from harness.device import has_gpu, triton_interpreted
 from harness.interpreter_rounding import fp32_to_bf16_bits, fp32_to_e4m3_bits
 from harness.subprocess_env import child_env
 
+pytestmark = pytest.mark.implementation("triton")  # the interpreter runs the Triton kernels
+
 EDGES = [0.0, -0.0, 1.0, 1.00390625, 1.005859375, 1.0078125 + 2 ** -9, 3.3895314e38, 3.4e38,
          float("inf"), float("-inf"), 1e-40, -1e-40, 2 ** -133]
 

@@ -75,6 +75,7 @@ through each of its paths (at their defaults only large rows reach the last thre
 
 
 @pytest.mark.parametrize("data", ["random", "ties"])
+@pytest.mark.implementation("triton")
 @pytest.mark.parametrize("path", SELECT_PATHS)
 @pytest.mark.parametrize("coarse_bits", [6, 8])
 @pytest.mark.parametrize("finish", ["in the filter launch", "own launch"])

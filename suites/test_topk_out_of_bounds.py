@@ -71,6 +71,7 @@ def test_mixed_prefill_and_decode_share_one_buffer(name, prefill_rows, batch, ne
 
 
 @pytest.mark.gpu
+@pytest.mark.implementation("triton")
 @pytest.mark.parametrize("op", TOPK_OPS)
 def test_memcheck_clean(op):
     """One padded, next_n=2 case under compute-sanitizer memcheck: any report fails."""

@@ -17,6 +17,8 @@ import pytest
 from harness.specs import Case, ContractError
 from kernels.sparse_indexer.step import judge_step, make_step, reference_step
 
+pytestmark = pytest.mark.implementation("vllm")
+
 vllm_indexer = pytest.importorskip("harness.vllm_indexer")
 
 MIXES = [

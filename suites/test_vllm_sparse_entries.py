@@ -18,6 +18,7 @@ from harness.specs import Case, get_spec
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason="vLLM is not installed: bash scripts/install.sh puts the "
                                        "pinned release in")
+pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton")]
 
 BOUND = [(impl, op) for impl, ops in SPARSE_ENTRIES.items() for op in ops]
 DECLARED_CASES = {
