@@ -16,7 +16,8 @@ from harness.ops import MHC_OPS
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason="vLLM is not installed: bash scripts/install.sh puts the "
                                        "pinned release in")
-pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton", "vllm-tilelang", "vllm-cpu", "vllm-aiter")]
+pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton", "vllm-tilelang",
+                                                     "vllm-cpu", "vllm-aiter")]
 
 
 @pytest.fixture(scope="module")
