@@ -2,8 +2,8 @@
 
 The maximum error over T tokens grows with T by itself (more draws from the same distribution),
 so this compares per-token error statistics instead: for every T of the sweep, each token's
-relative error (its max abs error over its max |reference|) is computed, and the median and the
-99th percentile of those over tokens are tracked. A point is flagged when a statistic exceeds
+relative error (its max abs error over its max |reference|) is computed, and the median, the
+99th percentile and the maximum of those over tokens are tracked. A point is flagged when a statistic exceeds
 ``GROWTH`` times its small-T baseline (the same statistic over the pooled tokens of every
 T <= ``baseline_max_tokens``), with the baseline floored at the output's noise level
 (``harness.tolerances.noise_floor``) so a kernel that is exact at small T is not flagged for
@@ -27,7 +27,10 @@ from harness.specs import Case, OpSpec
 from harness.tolerances import noise_floor
 
 GROWTH = 8.0
-STATS = {"p50": 0.5, "p99": 0.99}
+STATS = {"p50": 0.5, "p99": 0.99, "max": 1.0}
+"""``max`` catches a loss confined to a few tokens (a last tile, one split) that p50 and p99
+never see: at T=257 one bad token is 0.4% of them. Its baseline is the worst of the pooled
+small-T tokens, floored at the noise level like the others."""
 
 
 def token_errors(spec: OpSpec, impl: Implementation, case: Case) -> dict[str, torch.Tensor]:
