@@ -53,9 +53,10 @@ class Implementation:
     """Keyword arguments whose values must not change the result beyond rounding (e.g. n_splits)."""
     source: str = ""
     accumulation: str = "fp32"
-    """Declared accumulation precision of the op's long reductions: ``fp32``, or ``fp8-mma``
-    (Hopper fp8 tensor cores keep ~14 bits in the accumulator). Specs whose tolerance is derived
-    from accumulation error (the indexer logits) judge by the declared class and report it."""
+    """Declared accumulation precision of the op's long reductions: ``fp32``, ``tf32`` (the mHC
+    GEMM on TF32 tensor cores) or ``fp8-mma`` (Hopper fp8 tensor cores keep ~14 bits in the
+    accumulator). Outputs whose tolerance follows from accumulation error (the mHC mixes, the
+    indexer logits) are judged by the declared class, and the report shows it."""
     known_deviations: tuple[KnownDeviation, ...] = ()
     declared: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Other declared properties a spec judges by, e.g. ``kv_layout: shuffle16`` (a K-cache writer

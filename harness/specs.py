@@ -125,9 +125,9 @@ class OpSpec:
         return ref
 
     def for_implementation(self, ref: dict[str, torch.Tensor], impl) -> dict:
-        """Hook for specs whose tolerance depends on what the implementation declares (e.g. its
-        accumulation precision). Default: ``ref`` unchanged."""
-        return ref
+        """Hook for specs whose tolerance depends on what the implementation declares. Default:
+        its accumulation class, which picks the tolerance (harness.tolerances.BY_ACCUMULATION)."""
+        return {**ref, "_accumulation": impl.accumulation}
 
     def canonical(self, output: str, value: torch.Tensor) -> torch.Tensor:
         """``value`` in the form two runs must agree on bitwise; override where the contract
@@ -140,8 +140,8 @@ class OpSpec:
     def compare(self, outputs: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> list[dict]:
         rows = []
         for name in self.outputs:
-            row = metrics.compare(outputs[name], ref[name], self.tolerance(name),
-                                  self.output_dtypes[name])
+            tol = tolerance(self.op, name, self.output_dtypes[name], ref.get("_accumulation"))
+            row = metrics.compare(outputs[name], ref[name], tol, self.output_dtypes[name])
             rows.append({"output": name, **row})
         return rows
 

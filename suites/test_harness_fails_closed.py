@@ -122,3 +122,20 @@ def test_heavy_cases_are_marked_to_run_one_at_a_time_on_a_gpu():
                               (("n", 131072),)), nightly)
     assert not _memory_marks(Case("mhc_post", 8192, 7168, 0, "cuda"), nightly)
     assert not _memory_marks(Case("mhc_post", 0, 200, 0, "cpu"), smoke)
+
+
+def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
+    """An fp16 GEMM (error ~1e-4) fails the fp32 bound an implementation is held to by default,
+    and passes only where it declares TF32 accumulation (whose bound admits ~1e-4)."""
+    import dataclasses
+
+    from harness.evaluate import evaluate
+    from harness.faults.mhc import gemm_fp16_above_t
+    from harness.specs import Case, get_spec
+
+    fp16_gemm = gemm_fp16_above_t(0)
+    case = Case("mhc_pre", 257, 64, 0, "cpu")
+    as_fp32 = evaluate(get_spec("mhc_pre"), fp16_gemm, case)
+    assert not as_fp32.passed and "post_mix" in as_fp32.failures()
+    as_tf32 = evaluate(get_spec("mhc_pre"), dataclasses.replace(fp16_gemm, accumulation="tf32"), case)
+    assert as_tf32.passed, as_tf32.failures()

@@ -38,6 +38,12 @@ class Adapter:
     """Implementation names whose entries launch Triton kernels (Implementation.triton)."""
 
 
+TF32_GEMM = {"accumulation": "tf32"}
+"""The declaration of an mHC implementation whose long GEMM runs on TF32 tensor cores (Triton's
+``tl.dot`` default, TileLang's and AITER's kernels): judged by the TF32 bound
+(harness.tolerances)."""
+
+
 def namespace(**entries: Any) -> types.SimpleNamespace:
     """An api namespace without the entries that are None (absent in this package version)."""
     return types.SimpleNamespace(**{k: v for k, v in entries.items() if v is not None})

@@ -19,7 +19,7 @@ import importlib
 
 import torch
 
-from harness.adapters.base import Adapter, namespace
+from harness.adapters.base import TF32_GEMM, Adapter, namespace
 
 OPS = ("mhc_pre", "mhc_post", "mhc_fused_post_pre", "hc_head")
 
@@ -78,4 +78,5 @@ ADAPTER = Adapter(
     name="liger", package="liger_kernel",
     install_hint="pip install --no-deps liger-kernel (a 1 MB wheel; its Triton kernels run under "
                  "the interpreter on CPU)",
-    ops={"liger": OPS}, discover=discover, bind=bind, triton=frozenset({"liger"}))
+    ops={"liger": OPS}, discover=discover, bind=bind, triton=frozenset({"liger"}),
+    declared={"liger": {op: TF32_GEMM for op in OPS}})

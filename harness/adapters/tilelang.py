@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from harness.adapters.base import Adapter
+from harness.adapters.base import TF32_GEMM, Adapter
 from harness.ops import MHC_OPS
 
 def discover():
@@ -31,4 +31,5 @@ def bind(module) -> dict:
 ADAPTER = Adapter(
     name="tilelang", package="tilelang",
     install_hint="pip install tilelang and vLLM (or set HARNESS_TILELANG_MHC_MODULE) to test it",
-    ops={"tilelang": MHC_OPS}, discover=discover, bind=bind)
+    ops={"tilelang": MHC_OPS}, discover=discover, bind=bind,
+    declared={"tilelang": {op: TF32_GEMM for op in MHC_OPS}})

@@ -21,7 +21,7 @@ import importlib.util
 import inspect
 import re
 
-from harness.adapters.base import Adapter, namespace
+from harness.adapters.base import TF32_GEMM, Adapter, namespace
 from harness.adapters.deepgemm import LOGITS_OPS, deepgemm_logits
 from harness.adapters.signature import bind_by_name
 from harness.adapters.vllm_sparse import (DECLARED, DEVIATIONS, SPARSE_ENTRIES, bind_sparse,
@@ -30,6 +30,9 @@ from harness.ops import MHC_OPS
 
 MHC_MODULE = "vllm.model_executor.kernels.mhc"
 MHC_BACKENDS = ("torch", "cpu", "triton", "tilelang", "aiter")
+TF32_BACKENDS = ("tilelang", "aiter")
+"""vLLM's mHC backends whose GEMM runs on TF32 tensor cores (its Triton one too, declared with
+its sparse entries)."""
 ENTRY_NAMES = {
     "mhc_pre": ("mhc_pre_{}",),
     "mhc_post": ("mhc_post_{}",),
@@ -244,6 +247,8 @@ ADAPTER = Adapter(
             for b in MHC_BACKENDS},
          "vllm": ("top_k_per_row_prefill", "top_k_per_row_decode", "indexer_k_quant_and_cache"),
          "vllm-deepgemm": LOGITS_OPS},
-    discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"}, declared=DECLARED,
+    discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"},
+    declared={**{f"vllm-{b}": {op: TF32_GEMM for op in MHC_OPS} for b in TF32_BACKENDS},
+              "vllm-triton": {**{op: TF32_GEMM for op in MHC_OPS}, **DECLARED["vllm-triton"]}},
     triton=frozenset({"vllm-triton", "vllm-tilelang"}),
     deviations=DEVIATIONS)

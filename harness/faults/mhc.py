@@ -16,7 +16,8 @@ def _impl(op: str, name: str, fn, **kw) -> Implementation:
 @fault("gemm_fp16_above_T", "mhc_pre", "large-token precision", "precision_growth")
 def gemm_fp16_above_t(threshold: int) -> Implementation:
     """Like a kernel whose large-T path loads ``fn`` as fp16 for the tensor cores: inside the
-    absolute tolerance, but its per-token error jumps above ``threshold`` tokens."""
+    TF32 bound (a TF32-declared kernel could ship it), but its per-token error jumps above
+    ``threshold`` tokens."""
     def mhc_pre(residual, fn, *args, n_splits=1):
         if residual.reshape(-1, *residual.shape[-2:]).shape[0] > threshold:
             fn = fn.half().float()
@@ -43,7 +44,7 @@ def _pre_from_parts(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sin
        "precision_growth")
 def last_tile_gemm_fp16_above_t(threshold: int) -> Implementation:
     """Above ``threshold`` tokens, the partial last tile of 128 tokens takes a path that loads
-    ``fn`` as fp16: inside the absolute tolerance, in under 1% of the tokens (p50 and p99 of the
+    ``fn`` as fp16: inside the TF32 bound, in under 1% of the tokens (p50 and p99 of the
     per-token error do not move; their maximum does)."""
     def gemm(x, fn):
         mixes = x @ fn.t()
