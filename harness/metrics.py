@@ -44,7 +44,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         row.update(passed=False, detail="; ".join(problems), numel=out.numel())
         return row
 
-    acc = _Accumulator(tol, ulps=out.dtype in _ULP_DTYPES)
+    tokens = out.shape[0] if out.dim() else 1
+    acc = _Accumulator(tol, ulps=out.dtype in _ULP_DTYPES, tokens=tokens,
+                       per_token=max(out.numel() // max(tokens, 1), 1))
     flat_out = out.detach().reshape(-1)
     flat_ref = ref.detach().reshape(-1).to(out.device)
     for start in range(0, flat_out.numel(), CHUNK_ELEMENTS):
@@ -59,17 +61,20 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         row["max_ulp"] = acc.max_ulp
     row["tol_used"] = acc.tol_used
     if acc.worst_index >= 0 and out.dim() and out.shape[0]:
-        row["worst_token"] = acc.worst_index // max(out.numel() // out.shape[0], 1)
+        row["worst_token"], row["worst_column"] = divmod(acc.worst_index, acc.per_token)
+    row["tokens_beyond"] = int(acc.bad_tokens.sum())
     failed = []
     if acc.nan_count:
         failed.append(f"{acc.nan_count} NaN")
     if acc.nonfinite_mismatch:
         failed.append(f"{acc.nonfinite_mismatch} non-finite values differ from the reference")
     if acc.mismatches:
-        where = f" at token {row['worst_token']}" if "worst_token" in row else ""
+        where = (f" at token {row['worst_token']}, element {row['worst_column']}"
+                 if "worst_token" in row else "")
+        spread = f" in {row['tokens_beyond']} of {tokens} tokens" if out.dim() else ""
         ulps = f"; max {acc.max_ulp} ulp of {str(out.dtype).removeprefix('torch.')}" \
             if acc.ulps else ""
-        failed.append(f"{acc.mismatches}/{numel} elements beyond atol={tol.atol:g} "
+        failed.append(f"{acc.mismatches}/{numel} elements{spread} beyond atol={tol.atol:g} "
                       f"rtol={tol.rtol:g} (max abs {acc.max_abs:.3g}; worst {acc.tol_used:.3g}x "
                       f"the tolerance{where}{ulps})")
     row["passed"] = not failed
@@ -80,8 +85,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
 class _Accumulator:
     """Running metrics over chunks of a flattened output."""
 
-    def __init__(self, tol: Tolerance, ulps: bool) -> None:
-        self.tol, self.ulps = tol, ulps
+    def __init__(self, tol: Tolerance, ulps: bool, tokens: int = 1, per_token: int = 1) -> None:
+        self.tol, self.ulps, self.per_token = tol, ulps, per_token
+        self.bad_tokens = torch.zeros(max(tokens, 1), dtype=torch.bool)
+        """Tokens (dim 0) with at least one element beyond the tolerance."""
         self.max_abs = self.sum_abs = self.max_rel = 0.0
         self.finite = self.mismatches = self.nan_count = self.nonfinite_mismatch = 0
         self.max_ulp = 0
@@ -104,7 +111,11 @@ class _Accumulator:
         self.max_abs = max(self.max_abs, float(err.max()))
         self.sum_abs += float(err.sum())
         allowed = self.tol.atol + self.tol.rtol * rf.abs()
-        self.mismatches += int((err > allowed).sum())
+        beyond = err > allowed
+        self.mismatches += int(beyond.sum())
+        if beyond.any():
+            flat = both.nonzero().flatten()[beyond] + start
+            self.bad_tokens[(flat // self.per_token).clamp_max(len(self.bad_tokens) - 1).cpu()] = True
         share = err / allowed.clamp_min(1e-300)
         worst = int(share.argmax())
         if float(share[worst]) > self.tol_used:
