@@ -51,6 +51,46 @@ def tensors_of(inputs: dict) -> dict[str, torch.Tensor]:
     return found
 
 
+GUARD_ROWS = 3
+
+
+def _sentinel(t: torch.Tensor) -> torch.Tensor:
+    """Guard rows: NaN for floating point, the dtype's minimum for integers."""
+    if t.is_floating_point():
+        return torch.full_like(t, float("nan"))
+    return torch.full_like(t, torch.iinfo(t.dtype).min)
+
+
+def with_guard_rows(spec: OpSpec, inputs: dict) -> tuple[dict, dict[str, tuple]]:
+    """``inputs`` with each of the spec's token arguments replaced by the first rows of a buffer
+    that has GUARD_ROWS more; the guards to check after the call."""
+    if not spec.guard_inputs:
+        return inputs, {}
+    guarded, guards = dict(inputs), {}
+    for name in spec.token_args:
+        t = inputs.get(name)
+        if not isinstance(t, torch.Tensor) or t.dim() == 0 or not t.is_contiguous():
+            continue
+        rows = t.shape[0]
+        buf = torch.empty((rows + GUARD_ROWS, *t.shape[1:]), dtype=t.dtype, device=t.device)
+        buf[rows:] = _sentinel(buf[rows:])
+        buf[:rows] = t
+        guarded[name] = buf[:rows]
+        guards[name] = (buf, rows, buf[rows:].clone())
+    return guarded, guards
+
+
+def guard_rows_written(guards: dict[str, tuple]) -> list[str]:
+    found = []
+    for name, (buf, rows, expect) in guards.items():
+        now = buf[rows:]
+        a, b = now.contiguous().view(torch.uint8), expect.contiguous().view(torch.uint8)
+        bad = int((a != b).sum())
+        if bad:
+            found.append(f"{name} ({bad} bytes of the {GUARD_ROWS} rows after its last token)")
+    return found
+
+
 def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
     """Inputs whose bytes differ from their copy taken before the call (in-place outputs are
     copies the spec makes, so every input must come back untouched)."""
@@ -94,6 +134,7 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     """
     inputs = spec.make_inputs(case) if inputs is None else inputs
     ref = spec.reference(inputs) if ref is None else ref
+    inputs, guards = with_guard_rows(spec, inputs)
     base = case_fields(case, impl.name, check)
     before = {name: t.detach().clone() for name, t in tensors_of(inputs).items()}
     try:
@@ -114,6 +155,11 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
                          "known_deviation": deviation.reason})
             continue
         rows.append({**base, **row, "verdict": verdict(passed)})
+    past_the_end = guard_rows_written(guards)
+    if past_the_end:
+        rows.append({**base, "output": "guard", "verdict": "fail",
+                     "detail": "the implementation wrote past the end of its inputs: "
+                               + ", ".join(past_the_end)})
     changed = inputs_changed(before, inputs)
     if changed:
         rows.append({**base, "output": "inputs", "verdict": "fail",

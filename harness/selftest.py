@@ -90,11 +90,12 @@ def indexer_step(spec: OpSpec, impl: Implementation, profile: Profile, base: Cas
 
 
 def inputs_unchanged(spec: OpSpec, impl: Implementation, case: Case) -> Finding:
-    """The evaluation's own check that every input comes back byte for byte as it was given."""
+    """The evaluation's own checks: every input comes back byte for byte as it was given, and
+    nothing was written into the guard rows after the last token of an input."""
     from harness.evaluate import evaluate
 
     ev = evaluate(spec, impl, case, check="inputs_unchanged")
-    clobbered = [r["detail"] for r in ev.rows if r.get("output") == "inputs"]
+    clobbered = [r["detail"] for r in ev.rows if r.get("output") in ("inputs", "guard")]
     return Finding("inputs_unchanged", spec.op, impl.name, not clobbered,
                    "; ".join(clobbered) or "inputs come back untouched", ev.rows)
 

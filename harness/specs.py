@@ -65,6 +65,9 @@ class OpSpec:
     output_dtypes: dict[str, torch.dtype] = {}
     token_args: tuple[str, ...] = ()
     reference_chunk: int = 4096
+    guard_inputs: bool = False
+    """Pass the ``token_args`` as views of buffers with guard rows after them, and fail a call
+    that changes the guard rows (a tail tile written past the end of a buffer it was given)."""
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
         raise NotImplementedError

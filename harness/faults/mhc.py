@@ -178,3 +178,20 @@ def host_sync_breaks_capture(threshold: int) -> Implementation:
             raise FloatingPointError("mhc_post produced non-finite values")
         return out
     return _impl("mhc_post", "fault-host-sync-breaks-capture", mhc_post)
+
+
+@fault("tail_tile_writes_past_residual", "mhc_post", "out-of-bounds write", "inputs_unchanged")
+def tail_tile_writes_past_residual(threshold: int) -> Implementation:
+    """Right output, but its partial last tile stores a full tile of scratch back into the
+    residual buffer it was given, unmasked: the rows after the last token (another tensor's
+    memory in a real allocator) are overwritten."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        out = ref.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+        storage = residual.untyped_storage()
+        whole = residual.new_empty(0).set_(storage, residual.storage_offset(),
+                                           (storage.nbytes() // residual.element_size()
+                                            - residual.storage_offset(),))
+        past = whole[residual.numel():residual.numel() + residual[0].numel()]
+        past.zero_()
+        return out
+    return _impl("mhc_post", "fault-tail-tile-writes-past-residual", mhc_post)

@@ -63,6 +63,7 @@ class MhcPreSpec(OpSpec):
     outputs = ("post_mix", "comb_mix", "layer_input")
     output_dtypes = {"post_mix": torch.float32, "comb_mix": torch.float32,
                      "layer_input": torch.bfloat16}
+    guard_inputs = True
     token_args = ("residual",)
 
     def make_inputs(self, case: Case) -> dict:
@@ -78,6 +79,7 @@ class MhcPostSpec(OpSpec):
     op = "mhc_post"
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
+    guard_inputs = True
     token_args = ("x", "residual", "post_layer_mix", "comb_res_mix")
 
     def make_inputs(self, case: Case) -> dict:
@@ -91,6 +93,7 @@ class MhcFusedPostPreSpec(OpSpec):
     op = "mhc_fused_post_pre"
     outputs = ("new_residual", "post_mix", "comb_mix", "layer_input")
     output_dtypes = {"new_residual": torch.bfloat16, **MhcPreSpec.output_dtypes}
+    guard_inputs = True
     token_args = ("x", "residual", "post_layer_mix", "comb_res_mix")
 
     def make_inputs(self, case: Case) -> dict:
@@ -134,6 +137,7 @@ class HcHeadSpec(OpSpec):
     op = "hc_head"
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
+    guard_inputs = True
     token_args = ("hidden_states",)
 
     def make_inputs(self, case: Case) -> dict:
