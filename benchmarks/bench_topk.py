@@ -16,6 +16,7 @@ fast one is not mistaken for the only one.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sys
 
@@ -40,8 +41,8 @@ def _bench(fn) -> float:
     return triton.testing.do_bench(fn, warmup=10, rep=200, return_mode="median")
 
 
-def _kernels_only(logits, seq_lens, idx, r, n, k):
-    return lambda: tk.launch(logits, None, seq_lens, 1, idx, r, n, 1, k, decode=True)
+def _kernels_only(logits, seq_lens, idx, r, n, k, plan=tk.DEFAULT_PLAN):
+    return lambda: tk.launch(logits, None, seq_lens, 1, idx, r, n, 1, k, decode=True, plan=plan)
 
 
 def main() -> pd.DataFrame:
@@ -68,30 +69,25 @@ def main() -> pd.DataFrame:
     return df
 
 
-TUNE_GRID = {"COARSE_BITS": (6, 7, 8), "SMALL_TILE": (256, 512, 1024)}
+TUNE_GRID = {"coarse_bits": (6, 7, 8), "small_tile": (256, 512, 1024)}
+"""LaunchPlan fields to sweep (kernels.topk.triton.LaunchPlan); the rest stay at their defaults."""
 
 
 def tune(grid: dict = TUNE_GRID) -> pd.DataFrame:
-    """Times every combination of the given launch constants on the random-data shapes."""
-    defaults = {name: getattr(tk, name) for name in grid}
+    """Times every combination of the given launch-plan fields on the random-data shapes."""
     cases = []
     for r, n, k in SHAPES:
         seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
         cases.append((r, n, k, _logits(r, n, "random"), seq_lens,
                       torch.empty(r, k, dtype=torch.int32, device="cuda")))
     rows = []
-    try:
-        for values in itertools.product(*grid.values()):
-            config = dict(zip(grid, values))
-            for name, value in config.items():
-                setattr(tk, name, value)
-            for r, n, k, logits, seq_lens, idx in cases:
-                ms = _bench(_kernels_only(logits, seq_lens, idx, r, n, k))
-                t_torch = _bench(lambda: logits.topk(k, dim=1))
-                rows.append({**config, "shape": f"{r}x{n}", "speedup": t_torch / ms})
-    finally:
-        for name, value in defaults.items():
-            setattr(tk, name, value)
+    for values in itertools.product(*grid.values()):
+        config = dict(zip(grid, values))
+        plan = dataclasses.replace(tk.DEFAULT_PLAN, **config)
+        for r, n, k, logits, seq_lens, idx in cases:
+            ms = _bench(_kernels_only(logits, seq_lens, idx, r, n, k, plan))
+            t_torch = _bench(lambda: logits.topk(k, dim=1))
+            rows.append({**config, "shape": f"{r}x{n}", "speedup": t_torch / ms})
     df = pd.DataFrame(rows).pivot_table(index=list(grid), columns="shape", values="speedup")
     df["min"] = df.min(axis=1)
     print("speedup vs torch.topk (kernels only), per launch-constant combination")

@@ -5,6 +5,7 @@ import dataclasses
 
 import pytest
 
+from harness.detectors import config_invariance
 from harness.evaluate import evaluate
 from harness.ops import TOPK_OPS
 
@@ -66,12 +67,12 @@ def test_decode_near_300k_columns(target, record):
 
 SELECT_PATHS = {
     "registers, small tile": {},
-    "registers": {"SMALL_TILE": 16},
-    "streamed from the candidate buffer": {"SMALL_TILE": 16, "REG_TILE": 32, "FINISH_TILE": 64},
-    "streamed from the row (buffer overflow)": {"CANDIDATE_BUDGET": 1, "FINISH_TILE": 256},
+    "registers": {"small_tile": 16},
+    "streamed from the candidate buffer": {"small_tile": 16, "reg_tile": 32, "finish_tile": 64},
+    "streamed from the row (buffer overflow)": {"candidate_budget": 1, "finish_tile": 256},
 }
-"""Launch constants of kernels/topk/triton.py that route the finishing select of the sizes below
-through each of its paths (at their defaults only large rows reach the last three)."""
+"""Launch plans (kernels.topk.triton.LaunchPlan) that route the finishing select of the sizes
+below through each of its paths (with the default plan only large rows reach the last three)."""
 
 
 @pytest.mark.parametrize("data", ["random", "ties"])
@@ -79,21 +80,39 @@ through each of its paths (at their defaults only large rows reach the last thre
 @pytest.mark.parametrize("path", SELECT_PATHS)
 @pytest.mark.parametrize("coarse_bits", [6, 8])
 @pytest.mark.parametrize("finish", ["in the filter launch", "own launch"])
-def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish, monkeypatch):
+def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish):
+    import torch
+
     from harness.registry import records
     from harness.specs import Case, get_spec
-    from kernels.topk import triton as triton_topk
+    from kernels.topk.triton import LaunchPlan
 
     impl = records(OPS[0]).get("triton")
     if impl is None or not impl.available:
         pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
-    constants = {**SELECT_PATHS[path], "COARSE_BITS": coarse_bits,
-                 "SPLIT_FINISH": int(finish == "own launch")}
-    for name, value in constants.items():
-        monkeypatch.setattr(triton_topk, name, value)
-    import torch
-
+    plan = LaunchPlan(**SELECT_PATHS[path], coarse_bits=coarse_bits,
+                      split_finish=finish == "own launch")
     case = Case(OPS[0], 6, 0, 0, "cuda" if torch.cuda.is_available() else "cpu",
                 (("k", 64), ("n", 3000), ("seqs", 2), ("data", data)))
-    ev = evaluate(get_spec(OPS[0]), impl, case)
+    ev = evaluate(get_spec(OPS[0]), impl, case, plan=plan)
     assert ev.passed, f"{path}, {data}: {ev.failures()}"
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[6], k=[64], n=[3000], seqs=[2])
+def test_prefill_launch_plans_do_not_change_the_result(target, record):
+    """The kernels' claim that a row's top-k depends only on the row, whatever the launch plan
+    (every plan of the implementation's ``plan`` knob, kernels.topk.triton.PLANS)."""
+    _check_knobs(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[3], next_n=[2], k=[64], n=[3000])
+def test_decode_launch_plans_do_not_change_the_result(target, record):
+    _check_knobs(target, _decode_case(target), record)
+
+
+def _check_knobs(target, case, record):
+    if not target.impl.knobs:
+        pytest.skip(f"{target.impl.name} declares no launch knobs for {target.op}")
+    finding = config_invariance.check(target.spec, target.impl, case)
+    record(finding.rows)
+    assert finding.passed, finding.explain()

@@ -16,7 +16,7 @@ Two or three launches, no host synchronisation between them:
    in its own launch (``_finish_rows``, see ``split_finish``): an exact radix select (4-bit
    digits, starting below the candidates' common key prefix, stopping as soon as every element
    sharing the prefix is needed) for the remaining ``k - above`` slots, then ``-1`` in the
-   unused slots. Up to SMALL_TILE / REG_TILE candidates are read once and kept in registers;
+   unused slots. Up to ``small_tile`` / ``reg_tile`` candidates are read once and kept in registers;
    more are streamed once per digit. If b* held more than ``cap`` elements, the select reads
    the row itself, filtered by b*: slower, same result (vLLM's "10LSBits" tie data, where every
    value of a row shares one bin, takes this path: about 0.6 ms for a 131072-column row).
@@ -38,6 +38,8 @@ the filter 42, the finishing select 16.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
 import triton.language as tl
@@ -46,23 +48,40 @@ from harness.device import triton_unavailable_reason
 from harness.registry import register
 from kernels.topk import validate
 
-COARSE_BITS = None
-HIST_TILE = 2048
-HIST_WARPS = 8
-FILTER_TILE = 1024
-FILTER_WARPS = 4
-FINISH_TILE = 1024
-SMALL_TILE = 1024
-REG_TILE = 4096
-RADIX = 4
-SPLIT_FINISH = None
-SPLIT_MIN_ELEMENTS = 1 << 20
-FINISH_WARPS = 8
-SLOT_BLOCK = 1024
-SCAN_SPLITS = 64
-MAX_CHUNK = 16384
-TARGET_PROGRAMS = 1024
-CANDIDATE_BUDGET = 1 << 23
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """The launch constants of one call. The output depends only on the row, whatever the plan
+    (the kernels' claim; the config-invariance detector checks it over PLANS): ``coarse_bits``
+    and ``split_finish`` None pick by shape (``coarse_bits()``, ``split_finish()``)."""
+    coarse_bits: int | None = None
+    hist_tile: int = 2048
+    hist_warps: int = 8
+    filter_tile: int = 1024
+    filter_warps: int = 4
+    finish_tile: int = 1024
+    small_tile: int = 1024
+    reg_tile: int = 4096
+    radix: int = 4
+    split_finish: bool | None = None
+    split_min_elements: int = 1 << 20
+    finish_warps: int = 8
+    slot_block: int = 1024
+    scan_splits: int = 64
+    max_chunk: int = 16384
+    target_programs: int = 1024
+    candidate_budget: int = 1 << 23
+
+
+DEFAULT_PLAN = LaunchPlan()
+PLANS = (
+    DEFAULT_PLAN,
+    LaunchPlan(coarse_bits=8, split_finish=True, small_tile=16),
+    LaunchPlan(coarse_bits=6, split_finish=False, small_tile=16, reg_tile=32, finish_tile=64),
+    LaunchPlan(split_finish=True, candidate_budget=1, finish_tile=256),
+)
+"""Plans that route small calls through every finishing path (registers with a small or a full
+tile, streaming from the candidate buffer, streaming from the row when the buffer overflows),
+in the filter launch and in their own: the knob ``plan`` of the registered ops."""
 
 _REASON = triton_unavailable_reason()
 _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
@@ -178,8 +197,8 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
                    TILE: tl.constexpr, FINISH_TILE: tl.constexpr, SMALL_TILE: tl.constexpr,
                    REG_TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
                    BITS: tl.constexpr, SPLIT_FINISH: tl.constexpr):
-    """Phase 3 (every chunk), then, unless SPLIT_FINISH, phase 4 (finish) in the row's last
-    program."""
+    """Phase 3 (every chunk), then, unless SPLIT_FINISH (the plan's ``split_finish``), phase 4
+    (finish) in the row's last program."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
@@ -343,7 +362,7 @@ def _finish_row(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_str
                 top_k, cap, TILE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
                 RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr):
     """Exact selection of the last ``k - above`` slots among the threshold bin's candidates,
-    then -1 in the unused slots. Up to REG_TILE candidates are read once and kept in registers
+    then -1 in the unused slots. Up to REG_TILE (the plan's reg_tile) candidates are read once and kept in registers
     for every digit; more (or a bin that overflowed the buffer: the row itself is read, filtered
     by the bin) are streamed once per digit."""
     count = tl.minimum(length, top_k)
@@ -388,43 +407,44 @@ def _finish_row(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_str
                  mask=(s >= count) & (s < top_k))
 
 
-def coarse_bits(top_k: int, n_cols: int) -> int:
+def coarse_bits(top_k: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int:
     """Bits of the coarse bin: 64 bins (one per octave) when the k-th value sits in the sparse
     tail, 128 (half octaves) when k is a large share of the row, where a one-octave bin would
     hold too many candidates. tl.histogram's cost grows with the bin count: on the H100, 256
     bins made the histogram pass 2.3x a plain read, 64 bins 1.6x."""
-    if COARSE_BITS is not None:
-        return COARSE_BITS
+    if plan.coarse_bits is not None:
+        return plan.coarse_bits
     return 7 if top_k * 16 > n_cols else 6
 
 
-def split_finish(num_rows: int, n_cols: int) -> bool:
+def split_finish(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> bool:
     """Finish in a third launch (lean filter kernel: the finishing select's registers no longer
     limit the filter's occupancy; 64x131072 went from 69 to 42 + 15 us on the H100) unless the
     call is so small that the host cost of one more launch dominates (1x131072: 26 us of GPU
     time against about 20 us per Triton launch)."""
-    if SPLIT_FINISH is not None:
-        return bool(SPLIT_FINISH)
-    return num_rows * n_cols >= SPLIT_MIN_ELEMENTS
+    if plan.split_finish is not None:
+        return bool(plan.split_finish)
+    return num_rows * n_cols >= plan.split_min_elements
 
 
-def chunk_size(num_rows: int, n_cols: int) -> int:
-    """Columns per program: enough programs to fill the GPU, at most MAX_CHUNK each."""
-    want = triton.cdiv(num_rows * max(n_cols, 1), TARGET_PROGRAMS)
-    return min(MAX_CHUNK, max(HIST_TILE, FILTER_TILE, triton.next_power_of_2(want)))
+def chunk_size(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int:
+    """Columns per program: enough programs to fill the GPU, at most ``max_chunk`` each."""
+    want = triton.cdiv(num_rows * max(n_cols, 1), plan.target_programs)
+    return min(plan.max_chunk, max(plan.hist_tile, plan.filter_tile,
+                                   triton.next_power_of_2(want)))
 
 
 def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, top_k,
-           decode: bool) -> torch.Tensor:
+           decode: bool, plan: LaunchPlan = DEFAULT_PLAN) -> torch.Tensor:
     """All launches, no synchronisation. Returns the zero-initialised sync words: the row
     tickets of the histogram and filter launches, the largest window error code (0 = every window valid), then
     every row's total coarse histogram."""
     dev, n_cols = logits.device, logits.shape[1]
-    chunk = chunk_size(num_rows, n_cols)
+    chunk = chunk_size(num_rows, n_cols, plan)
     n_chunks = max(1, triton.cdiv(n_cols, chunk))
-    cap = max(1, min(n_cols, CANDIDATE_BUDGET // num_rows))
-    bits = coarse_bits(int(top_k), n_cols)
-    split = split_finish(num_rows, n_cols)
+    cap = max(1, min(n_cols, plan.candidate_budget // num_rows))
+    bits = coarse_bits(int(top_k), n_cols, plan)
+    split = split_finish(num_rows, n_cols, plan)
     nbins = 1 << bits
     info_at = num_rows * n_chunks * nbins
     offs_at = info_at + num_rows * 4
@@ -435,20 +455,23 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     grid = (num_rows, n_chunks)
     _coarse_hist[grid](logits, starts, ends, ws, sync, stride0, stride1, next_n, n_cols, top_k,
                        num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
-                       TILE=HIST_TILE, BITS=bits, SPLITS=SCAN_SPLITS, num_warps=HIST_WARPS)
+                       TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
+                       num_warps=plan.hist_warps)
     _coarse_filter[grid](logits, starts, ends, ws, sync, indices, stride0, stride1,
                          indices.stride(0), indices.stride(1), next_n, n_cols, top_k, num_rows,
                          n_chunks, chunk, info_at, offs_at, cand_at, cap, DECODE=decode,
-                         TILE=FILTER_TILE, FINISH_TILE=FINISH_TILE, SMALL_TILE=SMALL_TILE,
-                         REG_TILE=REG_TILE, RADIX=RADIX, SLOT_BLOCK=SLOT_BLOCK, BITS=bits,
-                         SPLIT_FINISH=split, num_warps=FILTER_WARPS)
+                         TILE=plan.filter_tile, FINISH_TILE=plan.finish_tile,
+                         SMALL_TILE=plan.small_tile, REG_TILE=plan.reg_tile, RADIX=plan.radix,
+                         SLOT_BLOCK=plan.slot_block, BITS=bits, SPLIT_FINISH=split,
+                         num_warps=plan.filter_warps)
     if split:
         _finish_rows[(num_rows,)](logits, starts, ends, ws, indices, stride0, stride1,
                                   indices.stride(0), indices.stride(1), next_n, n_cols, top_k,
                                   num_rows, info_at, cand_at, cap, DECODE=decode,
-                                  FINISH_TILE=FINISH_TILE, SMALL_TILE=SMALL_TILE,
-                                  REG_TILE=REG_TILE, RADIX=RADIX, SLOT_BLOCK=SLOT_BLOCK, BITS=bits,
-                                  num_warps=FINISH_WARPS)
+                                  FINISH_TILE=plan.finish_tile, SMALL_TILE=plan.small_tile,
+                                  REG_TILE=plan.reg_tile, RADIX=plan.radix,
+                                  SLOT_BLOCK=plan.slot_block, BITS=bits,
+                                  num_warps=plan.finish_warps)
     return sync
 
 
@@ -485,28 +508,29 @@ def _raise_on_bad_windows(sync: torch.Tensor, num_rows: int, full_check, op: str
 
 
 @register("top_k_per_row_prefill", "triton", **_HERE,
-          batch_invariant=True)
+          batch_invariant=True, knobs={"plan": PLANS})
 def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
-                          top_k):
+                          top_k, plan: LaunchPlan = DEFAULT_PLAN):
     args = (logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k)
     validate.check_prefill_args(*args)
     if int(num_rows) == 0:
         return
     sync = launch(logits, row_starts.contiguous(), row_ends.contiguous(), 1, indices,
-                  int(num_rows), stride0, stride1, top_k, decode=False)
+                  int(num_rows), stride0, stride1, top_k, decode=False, plan=plan)
     _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_prefill(*args),
                           "top_k_per_row_prefill")
 
 
 @register("top_k_per_row_decode", "triton", **_HERE,
-          batch_invariant=True)
-def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+          batch_invariant=True, knobs={"plan": PLANS})
+def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k,
+                         plan: LaunchPlan = DEFAULT_PLAN):
     args = (logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k)
     validate.check_decode_args(*args)
     if int(num_rows) == 0:
         return
     flat = seq_lens.dim() == 2
     sync = launch(logits, None, seq_lens.reshape(-1).contiguous(), 1 if flat else next_n,
-                  indices, int(num_rows), stride0, stride1, top_k, decode=True)
+                  indices, int(num_rows), stride0, stride1, top_k, decode=True, plan=plan)
     _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_decode(*args),
                           "top_k_per_row_decode")
