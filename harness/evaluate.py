@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 
 from harness.detectors import determinism
+from harness.metrics import differing_bytes
 from harness.registry import Implementation
 from harness.results import KNOWN_DEVIATION, verdict
 from harness.specs import Case, ContractViolation, OpSpec
@@ -83,9 +84,7 @@ def with_guard_rows(spec: OpSpec, inputs: dict) -> tuple[dict, dict[str, tuple]]
 def guard_rows_written(guards: dict[str, tuple]) -> list[str]:
     found = []
     for name, (buf, rows, expect) in guards.items():
-        now = buf[rows:]
-        a, b = now.contiguous().view(torch.uint8), expect.contiguous().view(torch.uint8)
-        bad = int((a != b).sum())
+        bad = differing_bytes(buf[rows:], expect)
         if bad:
             found.append(f"{name} ({bad} bytes of the {GUARD_ROWS} rows after its last token)")
     return found
@@ -99,10 +98,7 @@ def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
         old = before.get(name)
         if old is None or now.shape != old.shape:
             continue
-        a, b = now.detach().contiguous().view(-1), old.contiguous().view(-1)
-        if a.dtype != torch.bool:
-            a, b = a.view(torch.uint8), b.view(torch.uint8)
-        bad = int((a != b).sum())
+        bad = differing_bytes(now, old)
         if bad:
             changed.append(f"{name} ({bad} bytes)")
     return changed

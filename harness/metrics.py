@@ -15,6 +15,14 @@ def _ordered_bits(t: torch.Tensor) -> torch.Tensor:
     return torch.where(bits < 0, -(bits & 0x7FFF), bits)
 
 
+def differing_bytes(a: torch.Tensor, b: torch.Tensor) -> int:
+    """How many bytes of two same-shape tensors differ (NaN payloads and -0.0 included)."""
+    x, y = a.detach().contiguous().view(-1), b.detach().to(a.device).contiguous().view(-1)
+    if x.dtype != torch.bool:
+        x, y = x.view(torch.uint8), y.view(torch.uint8)
+    return int((x != y).sum())
+
+
 def ulp_distance(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """Distance in ulps of ``out`` from ``ref`` rounded to ``out``'s dtype (bf16/fp16 only)."""
     return (_ordered_bits(out) - _ordered_bits(ref.to(out.dtype))).abs()

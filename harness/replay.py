@@ -17,6 +17,7 @@ import sys
 import torch
 
 from harness import casefile
+from harness.metrics import differing_bytes
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 ENV_KEYS = ("gpu", "device", "torch", "triton", "vllm", "vllm_commit", "git_commit")
@@ -40,7 +41,7 @@ def _same_outputs(new: dict, saved: dict) -> bool:
         a, b = tensor.detach().cpu(), old
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
-        if not torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)):
+        if differing_bytes(a, b):
             return False
     return True
 

@@ -19,7 +19,7 @@ import torch
 
 from harness.detectors import Finding
 from harness.detectors.determinism import differing_tokens
-from harness.evaluate import tensors_of
+from harness.evaluate import case_fields, tensors_of
 from harness.specs import Case, OpSpec
 
 
@@ -87,6 +87,5 @@ def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
 
 
 def _row(case: Case, impl, output: str, verdict: str, detail: str) -> dict:
-    return {"op": case.op, "impl": impl.name, "case": case.id, "tokens": case.tokens,
-            "hidden": case.hidden, "check": "cuda_graph", "output": output, "verdict": verdict,
+    return {**case_fields(case, impl.name, "cuda_graph"), "output": output, "verdict": verdict,
             "detail": detail}
