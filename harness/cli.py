@@ -42,7 +42,7 @@ def cmd_run(args) -> int:
     from harness.profiles import default_profile_name
     from harness.report import read_meta, write_summary
 
-    configure_triton()
+    configure_triton(cpu_tensors=args.device == "cpu")
     profile = args.profile or default_profile_name()
     folder = _report_folder(args.output)
     pytest_args = [str(pathlib.Path(__file__).resolve().parent.parent / "suites"),
@@ -162,7 +162,7 @@ def cmd_selftest(args) -> int:
     from harness.registry import load_builtins
     from harness import selftest
 
-    configure_triton()
+    configure_triton(cpu_tensors=args.device == "cpu")
     load_builtins()
     profile = get_profile(args.profile)
     hidden = args.hidden or min(profile.hidden)

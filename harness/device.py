@@ -26,15 +26,17 @@ def triton_interpreted() -> bool:
 
 
 @functools.cache
-def configure_triton() -> None:
-    """Turn on the Triton interpreter when there is no GPU, unless the user opted out.
+def configure_triton(cpu_tensors: bool = False) -> None:
+    """Turn on the Triton interpreter when there is no GPU, or when the run asks for CPU
+    tensors (``--device cpu`` on a GPU host: compiled kernels cannot read host memory), unless
+    the user opted out. Call it before the kernels are imported.
 
     Set ``HARNESS_NO_TRITON_INTERPRET=1`` to keep it off; Triton kernels then report
     themselves unavailable on a machine with no GPU instead of running slowly on CPU. When the
     interpreter is on, its fp32 -> bf16 casts are made to round as the GPU's do
     (:mod:`harness.interpreter_rounding`).
     """
-    if not has_gpu() and "TRITON_INTERPRET" not in os.environ:
+    if (cpu_tensors or not has_gpu()) and "TRITON_INTERPRET" not in os.environ:
         if os.environ.get("HARNESS_NO_TRITON_INTERPRET", "0") in ("", "0"):
             os.environ["TRITON_INTERPRET"] = "1"
     if triton_interpreted():

@@ -35,7 +35,8 @@ otherwise need tens of GB of GPU memory."""
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
             expected_dtype: torch.dtype | None = None) -> dict:
-    """Metrics and a pass/fail for ``out`` against ``ref`` (float64, same shape).
+    """Metrics and a pass/fail for ``out`` against ``ref`` (same shape; float64, or float32 for
+    16-bit outputs, see OpSpec.stored_truth).
 
     Fails closed: a shape or dtype different from the contract, any NaN in ``out``, or a
     non-finite value where the reference has a different one (e.g. a missing ``-inf`` mask

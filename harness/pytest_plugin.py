@@ -51,8 +51,13 @@ class Target:
         return self.spec.op
 
     def runs(self, case: Case | None = None) -> int:
-        """How many times the accuracy suites run ``case`` (default: the target's own)."""
-        return runs_for(self.profile, (case or self.case).id)
+        """How many times the accuracy suites run ``case`` (default: the target's own). Once
+        where a known deviation applies: the case is expected to fail, and repeating a known
+        wrong answer proves nothing about races."""
+        case = case or self.case
+        if any(d.applies(case) for d in self.impl.known_deviations):
+            return 1
+        return runs_for(self.profile, case.id)
 
 
 def pytest_addoption(parser):
@@ -104,7 +109,11 @@ def pytest_configure(config):
         from harness.saved_cases import SavedCases
 
         config.pluginmanager.register(SavedCases(config, folder), "harness-saved-cases")
-    harness_device.configure_triton()
+        if _xdist_worker(config) is None:
+            from harness.durations import DurationLog
+
+            config.pluginmanager.register(DurationLog(folder), "harness-durations")
+    harness_device.configure_triton(cpu_tensors=config.getoption("device") == "cpu")
     config.addinivalue_line("markers", "sweep(*axes, **values): axes of the profile to expand")
     config.addinivalue_line("markers", "gpu: needs a CUDA/ROCm GPU; skipped with a reason elsewhere")
     config.addinivalue_line("markers", "e2e: end-to-end run against an inference server")
@@ -153,47 +162,59 @@ def _values(profile: Profile, axis: str, spec) -> tuple:
 
 
 LARGE_CASE_ELEMENTS = 2 ** 27
-"""Cases whose tokens x width (hidden size, or columns / context) reach this many elements need
-tens of GB for their float64 reference. They carry the ``device_memory_heavy`` marker: on a GPU,
-heavy tests run one at a time across all xdist workers (a lock file), while the other workers
-go on with light ones, so that two of them cannot exhaust one GPU's memory together (an
+"""Cases whose rows x width reach this many elements need tens of GB for their float64
+reference. They carry the ``device_memory_heavy`` marker: on a GPU, a heavy test runs with the
+GPU to itself (harness.gpu_memory), so that tests cannot exhaust one GPU's memory together (an
 out-of-memory failure makes the run "could not test")."""
 
 
-def _memory_marks(case, profile: Profile) -> list:
+def _memory_marks(spec: OpSpec, case: Case, profile: Profile) -> list:
     """A test swept without a token axis may use any token count of its profile (the
-    precision-growth test runs them all): it is judged by the profile's largest."""
-    width = max(case.hidden, case.param("n", 0) or 0, 1)
-    tokens = case.tokens or max(profile.tokens)
-    return [pytest.mark.device_memory_heavy] if tokens * width >= LARGE_CASE_ELEMENTS else []
+    precision-growth test runs them all): unless its spec can size the case from its other
+    parameters, it is judged by the profile's largest."""
+    elements = spec.case_elements(case)
+    if elements is None:
+        elements = max(profile.tokens) * max(case.hidden, case.param("n", 0) or 0, 1)
+    return [pytest.mark.device_memory_heavy] if elements >= LARGE_CASE_ELEMENTS else []
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    if item.get_closest_marker("device_memory_heavy") is None or not harness_device.has_gpu():
+    """On a GPU: a heavy test runs with the GPU to itself, the others share it
+    (harness.gpu_memory); every test's wait and peak memory go to its user properties
+    (durations.csv)."""
+    if not harness_device.has_gpu():
         yield
         return
-    import fcntl
-    import tempfile
+    from harness import gpu_memory
 
-    path = pathlib.Path(tempfile.gettempdir()) / f"kernel-harness-gpu-memory-{os.getuid()}.lock"
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    heavy = item.get_closest_marker("device_memory_heavy") is not None
+    with gpu_memory.gpu_share(heavy) as waited:
+        item.user_properties.append(("gpu_lock_wait_s", round(waited, 3)))
+        item.user_properties.append(("heavy", heavy))
+        gpu_memory.reset_peak()
         try:
             yield
         finally:
-            _release_gpu_memory()  # before the next heavy test may start
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            item.user_properties.append(("gpu_peak_gib", gpu_memory.peak_gib()))
 
 
-def _interpreter_marks(impl, case) -> list:
-    if not (impl.triton and harness_device.triton_interpreted()
+def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
+    """Skips, with the reason, for cases beyond what ``impl`` is run at: Triton kernels under
+    the CPU interpreter, and an implementation's declared ``cost_limit``."""
+    if (impl.triton and harness_device.triton_interpreted()
             and (case.tokens or 0) > INTERPRETER_MAX_TOKENS):
-        return []
-    return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU runs "
-                             f"under the interpreter (minutes at T={case.tokens}); Triton "
-                             f"kernels stop at T={INTERPRETER_MAX_TOKENS} on a CPU and are run "
-                             "at every token count on a GPU (--profile ci/nightly)")]
+        return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU "
+                                 f"runs under the interpreter (minutes at T={case.tokens}); "
+                                 f"Triton kernels stop at T={INTERPRETER_MAX_TOKENS} on a CPU "
+                                 "and are run at every token count on a GPU (--profile "
+                                 "ci/nightly)")]
+    limit, elements = impl.cost_limit, spec.case_elements(case)
+    if limit is not None and elements is not None and elements > limit.elements:
+        return [pytest.mark.skip(reason=f"{impl.name}/{case.op} runs cases up to "
+                                 f"{limit.elements} elements, this one has {elements}: "
+                                 f"{limit.reason}")]
+    return []
 
 
 def _deviation_marks(impl, case) -> list:
@@ -238,8 +259,8 @@ def pytest_generate_tests(metafunc):
                 for tokens in grid["tokens"]:
                     for seed, combo in itertools.product(grid["seed"], combos):
                         case = Case(op, tokens or 0, hidden or 0, seed or 0, dev, combo)
-                        marks = (_deviation_marks(impl, case) + _memory_marks(case, profile)
-                                 + _interpreter_marks(impl, case))
+                        marks = (_deviation_marks(impl, case) + _memory_marks(spec, case, profile)
+                                 + _cost_marks(spec, impl, case))
                         pid = [op] + ([f"T{tokens}"] if tokens is not None else []) + \
                               ([f"H{hidden}"] if hidden is not None else []) + \
                               [f"{k}{v}" for k, v in combo] + \
@@ -344,19 +365,12 @@ def pytest_runtest_logreport(report):
 _TALLY: dict = {"ran": {}, "failed": [], "out_of_memory": []}
 
 
-def _release_gpu_memory() -> None:
-    import gc
-
-    import torch
-
-    gc.collect()
-    torch.cuda.empty_cache()
-
-
 def pytest_runtest_teardown(item, nextitem):
     """Give GPU memory back between tests, so one 131072-token case does not starve the next."""
     if harness_device.has_gpu():
-        _release_gpu_memory()
+        from harness import gpu_memory
+
+        gpu_memory.release()
 
 
 IMPL_PARAMS = ("impl", "name")
@@ -373,6 +387,25 @@ def implementations_of(item) -> set[str]:
     params = getattr(getattr(item, "callspec", None), "params", {})
     names = {v.impl.name for v in params.values() if isinstance(v, Target)}
     return names | {v for k, v in params.items() if k in IMPL_PARAMS and isinstance(v, str)}
+
+
+def spread_heavy(items: list) -> list:
+    """``items`` with the ``device_memory_heavy`` ones spread evenly between the others, end-to-end
+    tests still first: heavy tests wait for the GPU to themselves, so bunched together (a suite's
+    largest cases come last) they would leave workers idle at the end of a GPU run."""
+    head = [i for i in items if "e2e" in i.keywords]
+    rest = [i for i in items if "e2e" not in i.keywords]
+    heavy = [i for i in rest if i.get_closest_marker("device_memory_heavy") is not None]
+    light = [i for i in rest if i.get_closest_marker("device_memory_heavy") is None]
+    if not heavy or not light:
+        return items
+    every = len(light) / len(heavy)
+    spread, taken = [], 0
+    for n, item in enumerate(heavy):
+        upto = round((n + 0.5) * every)
+        spread += light[taken:upto] + [item]
+        taken = upto
+    return head + spread + light[taken:]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -397,6 +430,7 @@ def pytest_collection_modifyitems(config, items):
         if dropped:
             config.hook.pytest_deselected(items=dropped)
     if harness_device.has_gpu():
+        items[:] = spread_heavy(items)
         return
     skip = pytest.mark.skip(reason="needs a GPU (none visible to torch); run on a CUDA/ROCm host")
     for item in items:

@@ -41,6 +41,16 @@ class KnownDeviation:
 
 
 @dataclasses.dataclass(frozen=True)
+class CostLimit:
+    """The largest case (rows x width, ``OpSpec.case_elements``) worth running an
+    implementation on, with why: e.g. a vendor's torch fallback that loops in Python over every
+    block of keys. Larger cases skip with ``reason``; the sweep still runs it on every smaller
+    case of every other axis value, so its code paths stay judged."""
+    elements: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Implementation:
     op: str
     name: str
@@ -65,6 +75,7 @@ class Implementation:
     triton: bool = False
     """Launches Triton kernels: on a CPU they run under the interpreter, in numpy, one program
     at a time, so CPU profiles keep them to small token counts (profiles.INTERPRETER_MAX_TOKENS)."""
+    cost_limit: CostLimit | None = None
 
 
 _REGISTRY: dict[str, dict[str, Implementation]] = {}

@@ -120,7 +120,7 @@ def main(paths: list[str], impl: str | None, impl_modules: list[str], device: st
     from harness.plugins import ImplModuleError, load_impl_modules
     from harness.registry import load_builtins
 
-    configure_triton()
+    configure_triton(cpu_tensors=device == "cpu")
     load_builtins()
     try:
         load_impl_modules(impl_modules, env=True)

@@ -62,8 +62,8 @@ def test_replay_of_the_same_code_fails_the_same_way(saved_failure):
     assert result.code == EXIT_BAD and "same failure" in result.headline, result.headline
 
 
-def test_replay_of_fixed_code_passes(saved_failure):
-    result = replay_one(saved_failure, "triton", "cpu")
+def test_replay_of_fixed_code_passes(saved_failure, device):
+    result = replay_one(saved_failure, "triton", device)
     assert result.code == EXIT_GOOD and "fixed" in result.headline, result.headline
 
 

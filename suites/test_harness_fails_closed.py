@@ -1,6 +1,8 @@
 """The engine itself fails closed: NaN, missing -inf masks, wrong shapes or dtypes, unknown ops,
 duplicate names and broken plugin modules are failures or clear errors, never a green result."""
 
+import time
+
 import pytest
 import torch
 
@@ -110,18 +112,23 @@ def test_known_deviation_is_reported_apart_never_as_pass():
     assert {r["verdict"] for r in other.rows} == {"fail"}, "a deviation covers only its cases"
 
 
-def test_heavy_cases_are_marked_to_run_one_at_a_time_on_a_gpu():
+def test_heavy_cases_are_marked_to_take_a_gpu_memory_slot():
     from harness.profiles import get_profile
     from harness.pytest_plugin import _memory_marks
-    from harness.specs import Case
+    from harness.specs import Case, get_spec
 
     nightly, smoke = get_profile("nightly"), get_profile("smoke")
-    assert _memory_marks(Case("mhc_post", 65536, 7168, 0, "cuda"), nightly)
-    assert _memory_marks(Case("mhc_post", 0, 4096, 0, "cuda"), nightly), "token-swept test"
-    assert _memory_marks(Case("top_k_per_row_prefill", 8192, 0, 0, "cuda",
-                              (("n", 131072),)), nightly)
-    assert not _memory_marks(Case("mhc_post", 8192, 7168, 0, "cuda"), nightly)
-    assert not _memory_marks(Case("mhc_post", 0, 200, 0, "cpu"), smoke)
+    post, topk = get_spec("mhc_post"), get_spec("top_k_per_row_prefill")
+    paged = get_spec("fp8_paged_mqa_logits")
+    assert _memory_marks(post, Case("mhc_post", 65536, 7168, 0, "cuda"), nightly)
+    assert _memory_marks(post, Case("mhc_post", 0, 4096, 0, "cuda"), nightly), "token-swept test"
+    assert _memory_marks(topk, Case("top_k_per_row_prefill", 8192, 0, 0, "cuda",
+                                    (("n", 131072),)), nightly)
+    assert not _memory_marks(post, Case("mhc_post", 8192, 7168, 0, "cuda"), nightly)
+    assert not _memory_marks(post, Case("mhc_post", 0, 200, 0, "cpu"), smoke)
+    decode = (("batch", 256), ("next_n", 4), ("n", 65536))
+    assert not _memory_marks(paged, Case("fp8_paged_mqa_logits", 0, 0, 0, "cuda", decode),
+                             nightly), "a decode batch is sized by batch x next_n, not by T"
 
 
 def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
@@ -139,3 +146,104 @@ def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
     assert not as_fp32.passed and "post_mix" in as_fp32.failures()
     as_tf32 = evaluate(get_spec("mhc_pre"), dataclasses.replace(fp16_gemm, accumulation="tf32"), case)
     assert as_tf32.passed, as_tf32.failures()
+
+
+def test_decode_cases_are_sized_by_batch_and_drafts():
+    from harness.specs import Case, get_spec
+
+    decode = Case("top_k_per_row_decode", 0, 0, 0, "cuda", (("batch", 2048), ("next_n", 4),
+                                                            ("n", 131072)))
+    assert get_spec("top_k_per_row_decode").case_elements(decode) == 2048 * 4 * 131072
+    q = Case("fp8_quantize_q", 65536, 0, 0, "cuda", (("heads", 64),))
+    assert get_spec("fp8_quantize_q").case_elements(q) == 65536 * 64 * 128
+
+
+def test_a_heavy_test_has_the_gpu_to_itself(tmp_path, monkeypatch):
+    """Light tests share the GPU; a heavy one waits for them and keeps new ones out (flock
+    locks belong to an open file, so threads here behave as xdist's worker processes do)."""
+    import threading
+
+    from harness import gpu_memory
+
+    monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(gpu_memory, "release", lambda collect=False: None)
+    log, light_running = [], threading.Event()
+
+    def light(name, hold):
+        with gpu_memory.gpu_share(heavy=False):
+            log.append(f"{name}+")
+            light_running.set()
+            time.sleep(hold)
+            log.append(f"{name}-")
+
+    def heavy():
+        with gpu_memory.gpu_share(heavy=True):
+            log.append("H+")
+            time.sleep(0.2)
+            log.append("H-")
+
+    first = threading.Thread(target=light, args=("a", 0.4))
+    first.start()
+    light_running.wait()
+    h = threading.Thread(target=heavy)
+    h.start()
+    time.sleep(0.1)
+    late = threading.Thread(target=light, args=("b", 0.0))
+    late.start()
+    for t in (first, h, late):
+        t.join(5)
+    assert log.index("H+") > log.index("a-"), log
+    assert log.index("b+") > log.index("H-"), f"a light test overtook the waiting heavy one: {log}"
+
+
+def test_heavy_tests_are_spread_through_a_gpu_run():
+    from types import SimpleNamespace
+
+    import pytest as _pytest
+
+    from harness.pytest_plugin import spread_heavy
+
+    def item(name, heavy=False, e2e=False):
+        marks = {"device_memory_heavy": _pytest.mark.device_memory_heavy.mark} if heavy else {}
+        return SimpleNamespace(name=name, keywords={"e2e": 1} if e2e else {},
+                               get_closest_marker=marks.get)
+
+    items = [item("e")] + [item(f"l{i}") for i in range(6)] + [item(f"h{i}", heavy=True)
+                                                                for i in range(3)]
+    items[0].keywords["e2e"] = 1
+    order = [i.name for i in spread_heavy(items)]
+    assert order[0] == "e" and sorted(order) == sorted(i.name for i in items)
+    assert [n for n, name in enumerate(order) if name.startswith("h")] == [2, 5, 8]
+
+
+def test_a_subprocess_of_a_test_runs_under_its_share(tmp_path, monkeypatch):
+    """A test that starts a harness run in a subprocess (the CLI suites do) holds its share
+    meanwhile; a heavy test queued behind it must not make the subprocess wait for it (that
+    deadlocked a GPU run: every worker stuck)."""
+    import subprocess
+    import sys
+    import threading
+
+    from harness import gpu_memory
+    from harness.subprocess_env import child_env
+
+    monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(gpu_memory, "release", lambda collect=False: None)
+    heavy_done = threading.Event()
+
+    def heavy():
+        with gpu_memory.gpu_share(heavy=True):
+            heavy_done.set()
+
+    with gpu_memory.gpu_share(heavy=False):
+        waiting = threading.Thread(target=heavy, daemon=True)
+        waiting.start()
+        time.sleep(0.2)
+        child = subprocess.run(
+            [sys.executable, "-c", "from harness.gpu_memory import gpu_share\n"
+             "with gpu_share(heavy=False) as waited: print(waited)"],
+            env=child_env(TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=60)
+        assert child.returncode == 0 and float(child.stdout) == 0.0, child.stderr
+        assert not heavy_done.is_set(), "the heavy test ran beside a light one"
+    waiting.join(5)
+    assert heavy_done.is_set()

@@ -152,3 +152,30 @@ def test_correct_alternatives_pass(op, fn, inputs):
     args = inputs()
     ev = evaluate(get_spec(op), impl, Case(op, 0), inputs=args)
     assert ev.passed, ev.failures()
+
+
+def _writer_with_scale_off_by(ulps):
+    """The reference K-cache writer, with the first written slot's fp32 scale moved by ``ulps``."""
+    def write(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
+        ref.write_cache(k, kv_cache, slot_mapping, scale_fmt)
+        slot = int(slot_mapping[slot_mapping >= 0][0])
+        _, scales = ref.cache_views(kv_cache, HEAD_DIM, BLOCK_SIZE)
+        word = scales.view(torch.int32)[slot // BLOCK_SIZE, slot % BLOCK_SIZE:slot % BLOCK_SIZE + 1]
+        word += ulps
+    return write
+
+
+@pytest.mark.parametrize("ulps,declared,passes", [
+    (1, {}, False), (1, {"fp32_division": "approximate"}, True),
+    (3, {"fp32_division": "approximate"}, False)])
+def test_approximate_division_admits_only_its_bound(ulps, declared, passes):
+    """A K-cache writer declaring approximate fp32 division (vLLM's Triton writer on NVIDIA
+    GPUs) may put a scale 2 ulp off, not more; undeclared, the cache must be bit-exact. The
+    detail names where the first difference is."""
+    case = Case("indexer_k_quant_and_cache", 40, 0, 0, "cpu", (("scale_fmt", None),))
+    impl = Implementation("indexer_k_quant_and_cache", "scale-off", _writer_with_scale_off_by(ulps),
+                          declared=declared)
+    ev = evaluate(get_spec("indexer_k_quant_and_cache"), impl, case)
+    assert ev.passed == passes, ev.failures()
+    detail = ev.rows[0]["detail"]
+    assert "1 scales (first: block" in detail and "value bytes" not in detail, detail

@@ -21,7 +21,7 @@ KEY = ["op", "impl", "case", "check", "output", "verdict", "max_abs"]
 
 def _pytest(folder, *extra):
     return subprocess.run([sys.executable, "-m", "pytest", *SELECTION, "-q", "-p", "no:xdist",
-                           "-p", "no:cacheprovider", "--report-dir", str(folder), *extra],
+                           "-p", "no:cacheprovider", "--profile", "smoke", "--report-dir", str(folder), *extra],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env={**child_env(), "HARNESS_ADAPTERS": "none"})
 

@@ -36,6 +36,8 @@ class Adapter:
     """Implementation name -> op -> KnownDeviation entries (documented upstream disagreements)."""
     triton: frozenset[str] = frozenset()
     """Implementation names whose entries launch Triton kernels (Implementation.triton)."""
+    cost_limits: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Implementation name -> op -> CostLimit (Implementation.cost_limit)."""
 
 
 TF32_GEMM = {"accumulation": "tf32"}
@@ -86,6 +88,7 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
                                    source=f"harness.adapters.{adapter.name}",
                                    accumulation=accumulation, declared=declared,
                                    triton=impl_name in adapter.triton,
+                                   cost_limit=adapter.cost_limits.get(impl_name, {}).get(op),
                                    known_deviations=tuple(
                                        adapter.deviations.get(impl_name, {}).get(op, ()))),
                     replace=True)

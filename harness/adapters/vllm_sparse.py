@@ -17,7 +17,10 @@ Where vLLM's kernels differ from ``../shared/spec/ops.md`` by design, the differ
 (``DECLARED``) and judged as declared, never hidden: the Triton K-cache writer lays blocks of more
 than one slot out as 16x16 tiles (``kv_layout: shuffle16``, the layout AITER's reader expects), and
 the Triton paged-logits kernel writes only the visible window of each row (``outside_window:
-unwritten``; vLLM's top-k reads no further) with fp8 tensor-core dots (``fp8-mma``).
+unwritten``; vLLM's top-k reads no further) with fp8 tensor-core dots (``fp8-mma``). Compiled
+for an NVIDIA GPU, the K-cache writer's fp32 divisions are approximate (``fp32_division:
+approximate``, see ``APPROXIMATE_DIVISION`` in the indexer spec); under the CPU interpreter they
+are exact and the cache must be bit-exact.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import functools
 import importlib
 
 from harness.adapters.signature import bind_by_name
-from harness.registry import KnownDeviation
+from harness.registry import CostLimit, KnownDeviation
 
 SPARSE_MODULE = "vllm.v1.attention.ops.rocm_aiter_mla_sparse"
 SPARSE_ENTRIES = {
@@ -36,9 +39,21 @@ SPARSE_ENTRIES = {
     "vllm-triton": {"fp8_paged_mqa_logits": "rocm_fp8_paged_mqa_logits_triton",
                     "indexer_k_quant_and_cache": "indexer_k_quant_and_cache_triton"},
 }
+
+
+def _compiled_for_nvidia() -> bool:
+    from harness.device import has_gpu, triton_interpreted
+
+    import torch
+
+    return has_gpu() and not triton_interpreted() and torch.version.hip is None
+
+
 DECLARED = {"vllm-triton": {
     "fp8_paged_mqa_logits": {"accumulation": "fp8-mma", "outside_window": "unwritten"},
-    "indexer_k_quant_and_cache": {"kv_layout": "shuffle16"},
+    "indexer_k_quant_and_cache": {"kv_layout": "shuffle16",
+                                  **({"fp32_division": "approximate"}
+                                     if _compiled_for_nvidia() else {})},
 }}
 ALIASES = {"q_fp8": "q", "kv_cache_fp8": "kv_cache"}
 DEVIATIONS = {
@@ -54,6 +69,13 @@ DEVIATIONS = {
             "scales, NaN/inf logits", lambda case: case.param("next_n", 1) > 1),),
     },
 }
+
+COST_LIMITS = {"vllm-torch": {"fp8_paged_mqa_logits": CostLimit(
+    2 ** 23, "vLLM's fp8_paged_mqa_logits_torch loops in Python over every block of every "
+    "request's keys (33 s per call at 256 requests x 4 rows x 65536 keys on an H100); it runs "
+    "every case up to 2^23 query rows x context, which covers each next_n, block-table order "
+    "and the 65536-key context")}}
+"""Its next_n > 1 cases are a known deviation at every size, so the larger ones add nothing."""
 
 
 class Workspace:
