@@ -13,6 +13,7 @@ import subprocess
 import pandas as pd
 
 from harness import device, report_tables
+from harness.durations import where_time_went
 from harness.registry import unavailable
 from harness.results import KNOWN_DEVIATION
 from harness.verdict import run_verdict
@@ -97,6 +98,7 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
             grouped.setdefault((name, reason), []).append(op)
         not_run = [f"{name} ({', '.join(ops)}): {reason}" for (name, reason), ops in grouped.items()]
         lines += ["## Not run here", ""] + [f"- {line}" for line in not_run] + [""]
+    lines += where_time_went(folder)
     env = meta.get("environment") or environment()
     lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in env.items()]
     trend = folder / "trend.md"

@@ -90,3 +90,29 @@ def test_compare_prints_the_matrix_with_arrows_and_the_first_run_that_moved(tmp_
     assert proc.returncode == 1, proc.stderr
     assert "▲ 4x" in proc.stdout, proc.stdout
     assert runs[1].name in proc.stdout.split("first_moved_in")[-1], proc.stdout
+
+
+def test_summary_says_where_the_time_went(tmp_path):
+    """durations.csv is written test by test (a run stopped by a CI limit keeps it), and the
+    summary lists the slowest tests with their waits for the GPU and failures' first lines."""
+    from types import SimpleNamespace
+
+    from harness.durations import DurationLog, where_time_went
+
+    log = DurationLog(tmp_path)
+    for nodeid, seconds, props, failed in (("t.py::fast", 0.1, [], False),
+                                           ("t.py::slow", 9.0, [("heavy", True),
+                                                                ("gpu_lock_wait_s", 2.0)], True)):
+        for when in ("setup", "call", "teardown"):
+            bad = failed and when == "call"
+            log.pytest_runtest_logreport(SimpleNamespace(
+                nodeid=nodeid, when=when, duration=seconds if when == "call" else 0.0,
+                failed=bad, skipped=False, outcome="failed" if bad else "passed",
+                user_properties=props, longrepr=SimpleNamespace(
+                    reprcrash=SimpleNamespace(message="CUDA out of memory"))))
+    rows = pd.read_csv(tmp_path / "durations.csv")
+    assert list(rows["nodeid"]) == ["t.py::fast", "t.py::slow"]
+    assert rows.set_index("nodeid").at["t.py::slow", "message"] == "CUDA out of memory"
+    lines = where_time_went(tmp_path)
+    assert "1 heavy tests (the GPU to themselves) took 7 s; tests waited 2 s" in lines[2], lines
+    assert lines[4] == "- 9.0 s, waited 2.0 s: `t.py::slow`", lines
