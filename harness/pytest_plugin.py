@@ -174,7 +174,7 @@ def _memory_marks(spec: OpSpec, case: Case, profile: Profile) -> list:
     parameters, it is judged by the profile's largest."""
     elements = spec.case_elements(case)
     if elements is None:
-        elements = max(profile.tokens) * max(case.hidden, case.param("n", 0) or 0, 1)
+        elements = spec.case_elements(case.with_tokens(max(profile.tokens)))
     return [pytest.mark.device_memory_heavy] if elements >= LARGE_CASE_ELEMENTS else []
 
 

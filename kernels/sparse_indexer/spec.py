@@ -76,6 +76,7 @@ def _exact_row(name: str, out: torch.Tensor, ref_t: torch.Tensor, dtype: torch.d
     diff = (out.double() - ref_t.double()).abs()
     finite = torch.isfinite(diff)
     return {**row, "passed": bad == 0, "mismatch_frac": bad / max(a.numel(), 1),
+            "mismatch_bytes": bad,
             "max_abs": float(diff[finite].max()) if bool(finite.any()) else 0.0,
             "detail": f"{bad} of {a.numel()} bytes differ from the reference (must be bit-exact)"
             if bad else ""}
