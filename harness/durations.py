@@ -10,7 +10,8 @@ import pathlib
 import time
 
 COLUMNS = ("finished_s", "nodeid", "outcome", "setup_s", "call_s", "teardown_s",
-           "heavy", "gpu_lock_wait_s", "gpu_peak_gib", "worker", "message")
+           "heavy", "gpu_lock_wait_s", "gpu_peak_gib", "gpu_retained_gib", "worker",
+           "message")
 
 
 class DurationLog:
@@ -45,7 +46,8 @@ SLOWEST = 8
 
 def where_time_went(folder: pathlib.Path) -> list[str]:
     """Summary lines from ``durations.csv``: test seconds in all, the share of heavy tests (run
-    with the GPU to themselves) and of waiting for the GPU, and the slowest tests."""
+    with the GPU to themselves) and of waiting for the GPU (before a test's setup, so not part
+    of its phases), and the slowest tests."""
     import pandas as pd
 
     path = folder / "durations.csv"
@@ -58,7 +60,7 @@ def where_time_went(folder: pathlib.Path) -> list[str]:
     waited = df["gpu_lock_wait_s"].fillna(0)
     heavy = df["heavy"].astype(str).str.lower() == "true"
     gpu = (f" {heavy.sum()} heavy tests (the GPU to themselves) took "
-           f"{(phases - waited)[heavy].sum():.0f} s; tests waited {waited.sum():.0f} s for the "
+           f"{phases[heavy].sum():.0f} s; tests waited {waited.sum():.0f} s for the "
            "GPU." if heavy.any() or waited.sum() > 0 else "")
     lines = ["## Where the time went", "",
              f"{len(df)} tests, {phases.sum():.0f} test-seconds in all (workers add up).{gpu} "

@@ -57,19 +57,21 @@ def gpu_share(heavy: bool):
             yield time.monotonic() - started
         finally:
             os.environ.pop(HELD_ENV, None)
-            release(collect=heavy)  # before the next test may take the GPU
+            release()  # before the next test may take the GPU
             fcntl.flock(room, fcntl.LOCK_UN)
 
 
-def release(collect: bool = False) -> None:
-    """Give cached GPU memory back to the other workers; collect garbage first when asked or
-    when the finished test still holds more than RETAINED_GIB."""
+def release() -> None:
+    """Give cached GPU memory back to the other workers; collect garbage first when the
+    finished test still holds more than RETAINED_GIB."""
     import torch
 
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             setattr(sys, name, None)  # pytest keeps a failure's frames (and tensors) alive here
-    if collect or torch.cuda.memory_allocated() > RETAINED_GIB * 2 ** 30:
+    if torch.cuda.current_stream() != torch.cuda.default_stream():
+        torch.cuda.set_stream(torch.cuda.default_stream())  # a test left a stream context
+    if torch.cuda.memory_allocated() > RETAINED_GIB * 2 ** 30:
         gc.collect()
     torch.cuda.empty_cache()
 
@@ -78,6 +80,12 @@ def reset_peak() -> None:
     import torch
 
     torch.cuda.reset_peak_memory_stats()
+
+
+def retained_gib() -> float:
+    import torch
+
+    return round(torch.cuda.memory_reserved() / 2 ** 30, 2)
 
 
 def peak_gib() -> float:

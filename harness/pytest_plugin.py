@@ -124,6 +124,8 @@ def pytest_configure(config):
                             "about, for --impl (no names: none, e.g. vendor stand-ins)")
     config.addinivalue_line("markers", "device_memory_heavy: needs tens of GB of GPU memory; "
                             "runs one at a time across xdist workers")
+    config.addinivalue_line("markers", "host_only: allocates no GPU memory itself, so it takes "
+                            "no GPU share (harness runs it starts in subprocesses take their own)")
     from harness.plugins import ImplModuleError, load_impl_modules
 
     load_builtins()
@@ -179,11 +181,12 @@ def _memory_marks(spec: OpSpec, case: Case, profile: Profile) -> list:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
+def pytest_runtest_protocol(item, nextitem):
     """On a GPU: a heavy test runs with the GPU to itself, the others share it
-    (harness.gpu_memory); every test's wait and peak memory go to its user properties
-    (durations.csv)."""
-    if not harness_device.has_gpu():
+    (harness.gpu_memory). The share covers setup, call and teardown, and memory goes back
+    before it ends: a function fixture or a failure's frames still holding a heavy test's
+    tensors after its call made the next heavy test run out of memory (H100, 2026-11-24)."""
+    if not harness_device.has_gpu() or item.get_closest_marker("host_only") is not None:
         yield
         return
     from harness import gpu_memory
@@ -193,10 +196,21 @@ def pytest_runtest_call(item):
         item.user_properties.append(("gpu_lock_wait_s", round(waited, 3)))
         item.user_properties.append(("heavy", heavy))
         gpu_memory.reset_peak()
-        try:
-            yield
-        finally:
-            item.user_properties.append(("gpu_peak_gib", gpu_memory.peak_gib()))
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the test's fixtures are finalised: GPU memory goes back to the other workers, and
+    the test's peak and what its process still holds after that (``gpu_retained_gib``: memory
+    pinned by live tensors or by cached segments that cannot be returned) go to durations.csv."""
+    yield
+    if harness_device.has_gpu():
+        from harness import gpu_memory
+
+        gpu_memory.release()
+        item.user_properties.append(("gpu_peak_gib", gpu_memory.peak_gib()))
+        item.user_properties.append(("gpu_retained_gib", gpu_memory.retained_gib()))
 
 
 def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
@@ -365,14 +379,6 @@ def pytest_runtest_logreport(report):
 _TALLY: dict = {"ran": {}, "failed": [], "out_of_memory": []}
 
 
-def pytest_runtest_teardown(item, nextitem):
-    """Give GPU memory back between tests, so one 131072-token case does not starve the next."""
-    if harness_device.has_gpu():
-        from harness import gpu_memory
-
-        gpu_memory.release()
-
-
 IMPL_PARAMS = ("impl", "name")
 """Parameter names under which suites pass a registered implementation's name."""
 
@@ -389,29 +395,19 @@ def implementations_of(item) -> set[str]:
     return names | {v for k, v in params.items() if k in IMPL_PARAMS and isinstance(v, str)}
 
 
-def spread_heavy(items: list) -> list:
-    """``items`` with the ``device_memory_heavy`` ones spread evenly between the others, end-to-end
-    tests still first: heavy tests wait for the GPU to themselves, so bunched together (a suite's
-    largest cases come last) they would leave workers idle at the end of a GPU run."""
-    head = [i for i in items if "e2e" in i.keywords]
-    rest = [i for i in items if "e2e" not in i.keywords]
-    heavy = [i for i in rest if i.get_closest_marker("device_memory_heavy") is not None]
-    light = [i for i in rest if i.get_closest_marker("device_memory_heavy") is None]
-    if not heavy or not light:
-        return items
-    every = len(light) / len(heavy)
-    spread, taken = [], 0
-    for n, item in enumerate(heavy):
-        upto = round((n + 0.5) * every)
-        spread += light[taken:upto] + [item]
-        taken = upto
-    return head + spread + light[taken:]
+def heavy_last(items: list) -> list:
+    """``items`` with the ``device_memory_heavy`` ones last, end-to-end tests still first.
+    Each heavy test waits until every running light test has finished: spread through the run,
+    each one idled the other workers for as long as the longest light test in flight (up to
+    58 s, a CLI test's subprocess run); together at the end, the GPU is drained once."""
+    return sorted(items, key=lambda item: ("e2e" not in item.keywords) + (
+        item.get_closest_marker("device_memory_heavy") is not None))
 
 
 def pytest_collection_modifyitems(config, items):
     # End-to-end tests take minutes each (a model server per run): start them first, so that
     # under xdist the other workers fill in with kernel tests instead of waiting at the end.
-    items.sort(key=lambda item: "e2e" not in item.keywords)
+    items[:] = heavy_last(items)
     wanted = set(config.getoption("impl") or [])
     if wanted:
         kept = [item for item in items if implementations_of(item) & wanted]
@@ -430,7 +426,6 @@ def pytest_collection_modifyitems(config, items):
         if dropped:
             config.hook.pytest_deselected(items=dropped)
     if harness_device.has_gpu():
-        items[:] = spread_heavy(items)
         return
     skip = pytest.mark.skip(reason="needs a GPU (none visible to torch); run on a CUDA/ROCm host")
     for item in items:

@@ -13,6 +13,8 @@ from harness.subprocess_env import child_env
 from harness.report import write_meta
 from harness.trend import compare_runs, write_trend
 
+pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
+
 GOOD = """from harness.registry import register
 from kernels.mhc.torch import mhc_post_compute
 
@@ -114,5 +116,5 @@ def test_summary_says_where_the_time_went(tmp_path):
     assert list(rows["nodeid"]) == ["t.py::fast", "t.py::slow"]
     assert rows.set_index("nodeid").at["t.py::slow", "message"] == "CUDA out of memory"
     lines = where_time_went(tmp_path)
-    assert "1 heavy tests (the GPU to themselves) took 7 s; tests waited 2 s" in lines[2], lines
+    assert "1 heavy tests (the GPU to themselves) took 9 s; tests waited 2 s" in lines[2], lines
     assert lines[4] == "- 9.0 s, waited 2.0 s: `t.py::slow`", lines

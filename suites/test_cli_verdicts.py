@@ -10,6 +10,8 @@ import pytest
 
 from harness.subprocess_env import child_env
 
+pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
+
 GOOD = """
 from harness.registry import register
 from kernels.mhc.torch import mhc_post_compute

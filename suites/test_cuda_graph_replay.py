@@ -43,3 +43,25 @@ def test_topk_decode_replayed_graph_equals_eager(target, record):
                    scale_fmt=[None, "ue8m0"])
 def test_k_cache_write_replayed_graph_equals_eager(target, record):
     _check(target, target.case, record)
+
+
+def test_a_failed_capture_gives_its_memory_back():
+    """A host sync inside the capture (the finding the detector reports) must not leave this
+    worker unable to return memory: ``torch.cuda.graph`` did, and the worker kept every byte it
+    later allocated (72 GiB on an H100), so the other workers ran out of memory."""
+    import torch
+
+    def syncs_on_the_host():
+        return torch.ones(1 << 20, device="cuda").sum().item()
+
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    with pytest.raises(RuntimeError, match="captur"):  # torch.AcceleratorError
+        cuda_graph.capture(torch.cuda.CUDAGraph(), syncs_on_the_host)
+    assert torch.cuda.current_stream() == torch.cuda.default_stream(), "left on the capture stream"
+    block = torch.empty(2 ** 30, dtype=torch.uint8, device="cuda")
+    block.fill_(1)
+    del block
+    torch.cuda.empty_cache()
+    kept = torch.cuda.memory_reserved() - before
+    assert kept < 2 ** 28, f"{kept / 2 ** 30:.2f} GiB stay reserved after a failed capture"

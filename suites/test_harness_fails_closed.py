@@ -166,7 +166,7 @@ def test_a_heavy_test_has_the_gpu_to_itself(tmp_path, monkeypatch):
     from harness import gpu_memory
 
     monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(gpu_memory, "release", lambda collect=False: None)
+    monkeypatch.setattr(gpu_memory, "release", lambda: None)
     log, light_running = [], threading.Event()
 
     def light(name, hold):
@@ -196,24 +196,21 @@ def test_a_heavy_test_has_the_gpu_to_itself(tmp_path, monkeypatch):
     assert log.index("b+") > log.index("H-"), f"a light test overtook the waiting heavy one: {log}"
 
 
-def test_heavy_tests_are_spread_through_a_gpu_run():
+def test_heavy_tests_run_last_on_a_gpu():
     from types import SimpleNamespace
 
     import pytest as _pytest
 
-    from harness.pytest_plugin import spread_heavy
+    from harness.pytest_plugin import heavy_last
 
     def item(name, heavy=False, e2e=False):
         marks = {"device_memory_heavy": _pytest.mark.device_memory_heavy.mark} if heavy else {}
         return SimpleNamespace(name=name, keywords={"e2e": 1} if e2e else {},
                                get_closest_marker=marks.get)
 
-    items = [item("e")] + [item(f"l{i}") for i in range(6)] + [item(f"h{i}", heavy=True)
-                                                                for i in range(3)]
-    items[0].keywords["e2e"] = 1
-    order = [i.name for i in spread_heavy(items)]
-    assert order[0] == "e" and sorted(order) == sorted(i.name for i in items)
-    assert [n for n, name in enumerate(order) if name.startswith("h")] == [2, 5, 8]
+    items = [item("h0", heavy=True), item("l0"), item("h1", heavy=True), item("l1"),
+             item("e", e2e=True)]
+    assert [i.name for i in heavy_last(items)] == ["e", "l0", "l1", "h0", "h1"]
 
 
 def test_a_subprocess_of_a_test_runs_under_its_share(tmp_path, monkeypatch):
@@ -228,7 +225,7 @@ def test_a_subprocess_of_a_test_runs_under_its_share(tmp_path, monkeypatch):
     from harness.subprocess_env import child_env
 
     monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(gpu_memory, "release", lambda collect=False: None)
+    monkeypatch.setattr(gpu_memory, "release", lambda: None)
     heavy_done = threading.Event()
 
     def heavy():

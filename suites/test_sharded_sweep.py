@@ -14,6 +14,8 @@ import pytest
 from harness.shards import ShardError, parse
 from harness.subprocess_env import child_env
 
+pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SELECTION = [str(ROOT / "suites" / "test_mhc_accuracy.py"), "-k", "mhc_post and torch"]
 KEY = ["op", "impl", "case", "check", "output", "verdict", "max_abs"]

@@ -13,6 +13,7 @@ call bitwise (through the spec's canonical view).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import torch
@@ -51,8 +52,7 @@ def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph):
-            result = spec.launch(impl.fn, static)
+        result = capture(graph, lambda: spec.launch(impl.fn, static))
     except Exception as exc:  # what the capture refused is the finding
         message = (f"cannot be captured in a CUDA graph: {type(exc).__name__}: "
                    f"{str(exc).splitlines()[0] if str(exc) else ''} (a host read or sync on the "
@@ -84,6 +84,39 @@ def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
     return Finding("cuda_graph", spec.op, impl.name, not problems,
                    "; ".join(problems[:3]) or f"captured once, {replays} replays on new inputs "
                    "equal eager calls bitwise", rows)
+
+
+def capture(graph: torch.cuda.CUDAGraph, launch):
+    """``launch()`` captured into ``graph``, on a stream and a memory pool of its own that a
+    failed capture gives back. ``torch.cuda.graph`` does not: after a host sync invalidates the
+    capture, its ``__exit__`` raises before leaving the capture stream and the allocator keeps
+    recording into the graph's pool, so the process never returns memory again (an H100 worker
+    grew to 72 GiB and starved the others; reproduced with a 2 GiB allocation, which stays
+    reserved after ``empty_cache``, and returned with this function)."""
+    pool = torch.cuda.graph_pool_handle()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool)
+        try:
+            result = launch()
+            graph.capture_end()
+        except BaseException:
+            _abandon(graph, pool)
+            raise
+    torch.cuda.current_stream().wait_stream(stream)
+    return result
+
+
+def _abandon(graph: torch.cuda.CUDAGraph, pool) -> None:
+    """End a capture that ``launch`` broke and free its pool (PyTorch's own bindings, which
+    ``torch.cuda.graph`` lacks a public form of)."""
+    with contextlib.suppress(Exception):
+        graph.capture_end()
+    device = torch.cuda.current_device()
+    with contextlib.suppress(Exception):
+        torch._C._cuda_endAllocateToPool(device, pool)
+        torch._C._cuda_releasePool(device, pool)
 
 
 def _row(case: Case, impl, output: str, verdict: str, detail: str) -> dict:
