@@ -145,6 +145,19 @@ class _Accumulator:
         return self.dot / (self.norm_o ** 0.5 * self.norm_r ** 0.5)
 
 
+def misrounded(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, int]:
+    """How many of a bf16/fp16 ``out``'s elements differ from ``ref`` rounded to that dtype, and
+    of how many: an fp32 computation rounded once leaves almost none (those whose fp32 value
+    lies within its own error of a rounding boundary), a 16-bit intermediate about a fifth."""
+    flat_out, flat_ref = out.detach().reshape(-1), ref.detach().reshape(-1)
+    count = 0
+    for start in range(0, flat_out.numel(), CHUNK_ELEMENTS):
+        o = flat_out[start:start + CHUNK_ELEMENTS]
+        r = flat_ref[start:start + CHUNK_ELEMENTS].to(o.device)
+        count += int((ulp_distance(o, r)[torch.isfinite(r)] > 0).sum())
+    return count, flat_out.numel()
+
+
 def per_token_error(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """Each token's (dim 0) max abs error divided by its max |reference|: [T] float64.
 

@@ -16,3 +16,20 @@ def test_error_does_not_grow_with_tokens(target, record):
                                      target.profile.baseline_max_tokens)
     record(finding.rows)
     assert finding.passed, finding.explain()
+
+
+def test_bf16_growth_inside_the_accuracy_tolerance_is_flagged():
+    """A large-T path that forms a bf16 output from bf16 products stays inside that output's
+    absolute bound at T=64 (the accuracy suite passes it), yet 38% of its elements are an ulp
+    off: growth judged in ulps (the misrounded share) flags it. CPU: the claim is about these
+    inputs, drawn by the CPU generator."""
+    from harness.evaluate import evaluate
+    from harness.faults.mhc import bf16_products_above_t
+    from harness.specs import Case, get_spec
+
+    spec, fault = get_spec("mhc_pre"), bf16_products_above_t(7)
+    cases = [Case("mhc_pre", t, 64, 0, "cpu") for t in (1, 2, 7, 33, 64)]
+    assert evaluate(spec, fault, cases[-1]).passed, "the fault should hide from the accuracy test"
+    finding = precision_growth.check(spec, fault, cases, baseline_max_tokens=7)
+    assert not finding.passed and "layer_input: 3" in finding.message, finding.message
+    assert "not correctly rounded at T=64" in finding.message, finding.message

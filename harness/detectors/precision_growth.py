@@ -12,6 +12,11 @@ ordinary rounding at large T.
 Calibration: fp32 torch mhc_pre against float64 on the H100 keeps its per-token p50/p99 within
 ~2x between T=1 and T=65536 (cuBLAS switches kernels with T, which moves the error a little); a
 GEMM that drops to fp16/bf16 above some T moves them by 100-1000x. GROWTH=8 sits between.
+
+A bf16 output's relative error cannot grow visibly before the accuracy test fails: one rounding
+already costs up to 2**-9 of it. Its growth is judged in ulps instead: the share of elements
+that differ from the correctly rounded reference (``metrics.misrounded``), against its small-T
+baseline floored at ``MISROUNDED_FLOOR``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Iterable
 import torch
 
 from harness.detectors import Finding
-from harness.metrics import per_token_error
+from harness.metrics import misrounded, per_token_error
 from harness.registry import Implementation
 from harness.specs import Case, OpSpec
 from harness.tolerances import noise_floor
@@ -33,19 +38,46 @@ never see: at T=257 one bad token is 0.4% of them. Its baseline is the worst of 
 small-T tokens, floored at the noise level like the others."""
 
 
-def token_errors(spec: OpSpec, impl: Implementation, case: Case) -> dict[str, torch.Tensor]:
-    """Per-token relative error of every output of ``impl`` on ``case``."""
+SIXTEEN_BIT = (torch.bfloat16, torch.float16)
+MISROUNDED_FLOOR = 2.0 ** -7
+"""Share of a 16-bit output's elements allowed to differ from the correctly rounded reference
+in the small-T baseline before growth is judged against it (growth must then pass 8 x 0.8%).
+Measured on CPU (T=1..257, H=64/200): the fp32 torch and Triton mHC paths misround at most
+0.05% of elements (2 elements of 257 x 4 x 200 for mhc_post); the same mhc_post with its stream
+mix stored in bf16 before the add misrounds 20-23%, at every T, while staying inside the
+accuracy tolerance."""
+
+
+def token_errors(spec: OpSpec, impl: Implementation, case: Case) -> dict[str, tuple]:
+    """Per output of ``impl`` on ``case``: the per-token relative errors, and for 16-bit
+    outputs (misrounded elements, elements)."""
     inputs = spec.make_inputs(case)
     ref = spec.reference(inputs)
     outputs = spec.run(impl.fn, inputs)
     ref = spec.refine_reference(inputs, outputs, ref)
-    return {name: per_token_error(outputs[name], ref[name]) for name in spec.outputs}
+    return {name: (per_token_error(outputs[name], ref[name]),
+                   misrounded(outputs[name], ref[name])
+                   if spec.output_dtypes[name] in SIXTEEN_BIT else None)
+            for name in spec.outputs}
 
 
 def _stats(errs: torch.Tensor) -> dict[str, float]:
     if not errs.numel():
         return {stat: 0.0 for stat in STATS}
     return {stat: float(torch.quantile(errs, q)) for stat, q in STATS.items()}
+
+
+def _share(counts: list[tuple[int, int]]) -> float:
+    total = sum(n for _, n in counts)
+    return sum(k for k, _ in counts) / total if total else 0.0
+
+
+def _explain(output: str, stat: str, tokens: int, value: float, base: float) -> str:
+    if stat == "misrounded":
+        return (f"{output}: {value:.1%} of elements not correctly rounded at T={tokens}, "
+                f"{value / base:.1f}x its small-T baseline {base:.2%}")
+    return (f"{output} {stat} at T={tokens} is {value:.3g}, {value / base:.1f}x its small-T "
+            f"baseline {base:.3g}")
 
 
 def check(spec: OpSpec, impl: Implementation, cases: Iterable[Case],
@@ -58,22 +90,26 @@ def check(spec: OpSpec, impl: Implementation, cases: Iterable[Case],
         raise ValueError(f"the sweep needs token counts on both sides of "
                          f"{baseline_max_tokens}; got {[c.tokens for c in cases]}")
     errors = {c: token_errors(spec, impl, c) for c in cases}
+    small = [e for c, e in errors.items() if c.tokens <= baseline_max_tokens]
     flagged, rows = [], []
     for name in spec.outputs:
         floor = noise_floor(spec.op, name, spec.output_dtypes[name])
-        pooled = torch.cat([e[name] for c, e in errors.items() if c.tokens <= baseline_max_tokens])
+        pooled = torch.cat([e[name][0] for e in small])
         base = {stat: max(v, floor) for stat, v in _stats(pooled).items()}
-        for case, errs in errors.items():
-            stats = _stats(errs[name])
+        if spec.output_dtypes[name] in SIXTEEN_BIT:
+            base["misrounded"] = max(_share([e[name][1] for e in small]), MISROUNDED_FLOOR)
+        for case, by_output in errors.items():
+            errs, counts = by_output[name]
+            stats = _stats(errs)
+            if counts is not None:
+                stats["misrounded"] = _share([counts])
             judged = case.tokens > baseline_max_tokens
-            bad = [stat for stat in STATS if judged and stats[stat] > growth * base[stat]]
-            flagged += [f"{name} {stat} at T={case.tokens} is {stats[stat]:.3g}, "
-                        f"{stats[stat] / base[stat]:.1f}x its small-T baseline {base[stat]:.3g}"
-                        for stat in bad]
+            bad = [stat for stat in stats if judged and stats[stat] > growth * base[stat]]
+            flagged += [_explain(name, stat, case.tokens, stats[stat], base[stat]) for stat in bad]
             rows.append({"op": case.op, "impl": impl.name, "case": case.id, "tokens": case.tokens,
                          "hidden": case.hidden, "check": "precision_growth", "output": name,
-                         **stats, **{f"{s}_growth": stats[s] / base[s] for s in STATS},
-                         "max_rel": float(errs[name].max()) if errs[name].numel() else 0.0,
+                         **stats, **{f"{s}_growth": stats[s] / base[s] for s in stats},
+                         "max_rel": float(errs.max()) if errs.numel() else 0.0,
                          "verdict": "fail" if bad else "pass"})
     message = "; ".join(flagged) if flagged else (
         f"per-token error flat across T={cases[0].tokens}..{cases[-1].tokens} "
