@@ -2,18 +2,15 @@
 decode rows sharing one topk_indices_buffer (the vLLM PR 42810 class)."""
 
 import dataclasses
-import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from harness import sanitize
 from harness.evaluate import evaluate
 from harness.ops import TOPK_OPS
 from harness.registry import implementations
 from harness.specs import Case, get_spec
-from harness.subprocess_env import child_env
 from harness.topk_compare import SENTINEL, compare_topk, guarded_buffer
 
 OPS = TOPK_OPS
@@ -70,18 +67,16 @@ def test_mixed_prefill_and_decode_share_one_buffer(name, prefill_rows, batch, ne
         assert row["passed"], f"{spec.op} [{name}] in the shared buffer: {row['detail']}"
 
 
+MEMCHECK_PARAMS = {"top_k_per_row_prefill": "k=2048,n=65536,seqs=3",
+                   "top_k_per_row_decode": "k=2048,n=65536,next_n=2,pad=3"}
+
+
 @pytest.mark.gpu
 @pytest.mark.implementation("triton")
 @pytest.mark.parametrize("op", TOPK_OPS)
 def test_memcheck_clean(op):
     """One padded, next_n=2 case under compute-sanitizer memcheck: any report fails."""
-    tool = shutil.which("compute-sanitizer")
-    if tool is None:
+    if sanitize.memcheck_tool() is None:
         pytest.skip("compute-sanitizer is not on PATH; install the CUDA toolkit to run memcheck")
-    params = "k=2048,n=65536,next_n=2,pad=3,seqs=3"
-    cmd = [tool, "--tool", "memcheck", "--error-exitcode", "99", sys.executable, "-m",
-           "harness.sanitize", op, "triton", "64", params]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env=child_env(PYTHONUNBUFFERED="1"))
-    assert proc.returncode == 0, f"memcheck exit {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
-    assert "ERROR SUMMARY: 0 errors" in proc.stdout + proc.stderr
+    run = sanitize.memcheck(op, "triton", 64, MEMCHECK_PARAMS[op])
+    assert run.clean, f"memcheck exit {run.returncode}:\n{run.output[-4000:]}"
