@@ -1,6 +1,7 @@
 """One GPU shared by the xdist workers of a run: a test marked ``device_memory_heavy`` (tens
-of GB for a float64 reference, measured up to 50 GiB on an H100) runs with the GPU to itself;
-the other tests share it, and memory goes back between tests.
+of GB for a float64 reference, measured up to 56 GiB on an H100) runs with the GPU to itself;
+the other tests share it, and memory goes back between tests (``release``, which the pytest
+plugin calls after each test's teardown, while the test still holds its share).
 
 Two lock files (``fcntl``), so the workers need no coordinator and a killed worker's locks free
 themselves: ``room`` is held shared by every running light test and exclusively by a heavy one;
@@ -57,7 +58,6 @@ def gpu_share(heavy: bool):
             yield time.monotonic() - started
         finally:
             os.environ.pop(HELD_ENV, None)
-            release()  # before the next test may take the GPU
             fcntl.flock(room, fcntl.LOCK_UN)
 
 

@@ -55,7 +55,7 @@ class Target:
         where a known deviation applies: the case is expected to fail, and repeating a known
         wrong answer proves nothing about races."""
         case = case or self.case
-        if any(d.applies(case) for d in self.impl.known_deviations):
+        if self.impl.deviations_for(case):
             return 1
         return runs_for(self.profile, case.id)
 
@@ -233,7 +233,7 @@ def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
 
 def _deviation_marks(impl, case) -> list:
     """A strict xfail for a case that a known deviation of ``impl`` covers."""
-    reasons = [d.reason for d in impl.known_deviations if d.applies(case)]
+    reasons = [d.reason for d in impl.deviations_for(case)]
     return [pytest.mark.xfail(strict=True, reason=f"known deviation of {impl.name} from the "
                               f"contract: {'; '.join(reasons)}")] if reasons else []
 

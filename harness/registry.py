@@ -77,6 +77,10 @@ class Implementation:
     at a time, so CPU profiles keep them to small token counts (profiles.INTERPRETER_MAX_TOKENS)."""
     cost_limit: CostLimit | None = None
 
+    def deviations_for(self, case) -> list[KnownDeviation]:
+        """The known deviations that cover ``case``."""
+        return [d for d in self.known_deviations if d.applies(case)]
+
 
 _REGISTRY: dict[str, dict[str, Implementation]] = {}
 _BUILTINS_LOADED = False

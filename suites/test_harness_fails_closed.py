@@ -166,7 +166,6 @@ def test_a_heavy_test_has_the_gpu_to_itself(tmp_path, monkeypatch):
     from harness import gpu_memory
 
     monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(gpu_memory, "release", lambda: None)
     log, light_running = [], threading.Event()
 
     def light(name, hold):
@@ -225,7 +224,6 @@ def test_a_subprocess_of_a_test_runs_under_its_share(tmp_path, monkeypatch):
     from harness.subprocess_env import child_env
 
     monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(gpu_memory, "release", lambda: None)
     heavy_done = threading.Event()
 
     def heavy():
