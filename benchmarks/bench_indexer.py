@@ -16,8 +16,8 @@ import pandas as pd
 import torch
 import triton.testing
 
-from harness.registry import implementations
-from harness.specs import Case, get_spec
+from harness.core.registry import implementations
+from harness.core.specs import Case, get_spec
 
 HEADS, HEAD_DIM = 64, 128
 

@@ -13,8 +13,8 @@ import argparse
 import pandas as pd
 import torch
 
-from harness.registry import implementations
-from harness.specs import Case, get_spec
+from harness.core.registry import implementations
+from harness.core.specs import Case, get_spec
 
 
 def ideal_bytes(op: str, t: int, h: int, m: int = 4) -> int:

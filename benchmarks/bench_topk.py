@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 import triton.testing
 
-from harness.registry import implementations
+from harness.core.registry import implementations
 from kernels.topk import triton as tk
 
 SHAPES = [(1, 131072, 2048), (64, 131072, 2048), (2048, 8192, 2048), (64, 300000, 2048)]

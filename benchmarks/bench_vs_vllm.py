@@ -32,8 +32,8 @@ from bandwidth import main as copy_bandwidth  # noqa: E402
 from bench_indexer import paged_inputs  # noqa: E402
 from bench_mhc import ideal_bytes  # noqa: E402
 
-from harness.registry import records  # noqa: E402
-from harness.specs import Case, get_spec  # noqa: E402
+from harness.core.registry import records  # noqa: E402
+from harness.core.specs import Case, get_spec  # noqa: E402
 
 IMPLS = ("triton", "vllm-triton", "torch")
 K_CACHE_TOKENS = (64, 4096, 65536)

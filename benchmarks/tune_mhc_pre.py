@@ -14,7 +14,7 @@ import triton
 import triton.testing
 
 from kernels.mhc import triton as k
-from harness.specs import Case, get_spec
+from harness.core.specs import Case, get_spec
 
 
 def gemm_time(x, fn, block_t, block_k, warps, stages, prec, split):

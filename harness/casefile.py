@@ -116,7 +116,7 @@ def load(path: str | pathlib.Path) -> dict:
 
 
 def case_of(data: dict, device: str):
-    from harness.specs import Case
+    from harness.core.specs import Case
 
     c = data["case"]
     return Case(c["op"], c["tokens"], c["hidden"], c["seed"], device,

@@ -10,41 +10,23 @@ Exit codes follow ``git bisect run``: 0 good, 1 bad (a comparison failed), 125 c
 from __future__ import annotations
 
 import argparse
-import datetime
 import pathlib
 import sys
-import uuid
 
+from harness.report import new_report_folder
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
-
-
-def _report_folder(output: str | None) -> pathlib.Path:
-    if output:
-        folder = pathlib.Path(output)
-    else:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        folder = pathlib.Path("reports") / f"{stamp}-{uuid.uuid4().hex[:6]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    latest = folder.parent / "latest"
-    try:
-        if latest.is_symlink() or latest.exists():
-            latest.unlink()
-        latest.symlink_to(folder.name)
-    except OSError:
-        pass
-    return folder
 
 
 def cmd_run(args) -> int:
     import pytest
 
-    from harness.device import configure_triton
+    from harness.core.device import configure_triton
     from harness.profiles import default_profile_name
     from harness.report import read_meta, write_summary
 
     configure_triton(cpu_tensors=args.device == "cpu")
     profile = args.profile or default_profile_name()
-    folder = _report_folder(args.output)
+    folder = new_report_folder(args.output)
     pytest_args = [str(pathlib.Path(__file__).resolve().parent.parent / "suites"),
                    "--profile", profile, "--report-dir", str(folder), "-q",
                    "-p", "no:cacheprovider"]
@@ -95,7 +77,7 @@ def cmd_report(args) -> int:
     if len(args.folders) > 1:
         from harness.merge import MergeError, merge
 
-        folder = _report_folder(args.output)
+        folder = new_report_folder(args.output)
         try:
             merge([pathlib.Path(f) for f in args.folders], folder)
         except MergeError as exc:
@@ -157,13 +139,12 @@ def cmd_replay(args) -> int:
 def cmd_selftest(args) -> int:
     import pandas as pd
 
-    from harness.device import configure_triton, default_device
+    from harness.core.device import configure_triton, default_device
     from harness.profiles import get_profile
-    from harness.registry import load_builtins
-    from harness import selftest
+    from harness import families, selftest
 
     configure_triton(cpu_tensors=args.device == "cpu")
-    load_builtins()
+    families.load()
     profile = get_profile(args.profile)
     hidden = args.hidden or min(profile.hidden)
     df = selftest.run(profile, args.device or default_device(), hidden)

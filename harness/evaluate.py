@@ -7,11 +7,10 @@ from typing import Any, Callable
 
 import torch
 
-from harness.detectors import determinism
-from harness.metrics import differing_bytes
-from harness.registry import Implementation
-from harness.results import KNOWN_DEVIATION, verdict
-from harness.specs import Case, ContractViolation, OpSpec
+from harness.core.metrics import differing_bytes, differing_tokens
+from harness.core.registry import Implementation
+from harness.core.results import KNOWN_DEVIATION, verdict
+from harness.core.specs import Case, ContractViolation, OpSpec
 
 
 @dataclasses.dataclass
@@ -104,13 +103,35 @@ def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
     return changed
 
 
+def compare_runs(spec: OpSpec, case: Case, impl: str, first: dict, later: dict,
+                 run: int, base: dict) -> list[dict]:
+    """One row per output: does run ``run`` (2, 3, ...) reproduce the first run's bits?"""
+    rows = []
+    for name in spec.outputs:
+        a, b = spec.canonical(name, first[name]), spec.canonical(name, later[name])
+        tokens = differing_tokens(a, b)
+        detail = ""
+        if tokens:
+            diff = ""
+            if a.shape == b.shape and a.is_floating_point():
+                gap = (a.double() - b.double()).abs().nan_to_num(nan=float("inf"))
+                diff = f", max |diff| {gap.max().item():.3g}"
+            detail = (f"nondeterministic: run {run} differs from run 1 in {len(tokens)} of "
+                      f"{a.shape[0] if a.dim() else 1} tokens (first: "
+                      f"{', '.join(map(str, tokens[:8]))}){diff}")
+        rows.append({**base, "check": "determinism", "output": name,
+                     "verdict": "fail" if tokens else "pass", "detail": detail,
+                     "runs": run, "worst_token": tokens[0] if tokens else None})
+    return rows
+
+
 def _run_again(spec, impl, case, inputs, first, run, base, knobs) -> list[dict]:
     try:
         later = spec.run(impl.fn, inputs, **knobs)
     except ContractViolation as exc:
         return [{**base, "check": "determinism", "output": "*", "verdict": "fail",
                  "detail": f"run {run} broke the contract after run 1 did not: {exc}"}]
-    return determinism.compare_runs(spec, case, impl.name, first, later, run, base)
+    return compare_runs(spec, case, impl.name, first, later, run, base)
 
 
 def case_fields(case: Case, impl: str, check: str) -> dict:

@@ -44,9 +44,9 @@ def load_impl_module(spec: str) -> None:
 
 
 def load_impl_modules(specs: list[str], env: bool = True) -> None:
-    from harness.registry import load_builtins
+    from harness import families
 
-    load_builtins()
+    families.load()
     extra = [s for s in os.environ.get("HARNESS_IMPL_MODULES", "").split(os.pathsep) if s] if env else []
     for spec in list(specs) + extra:
         load_impl_module(spec)

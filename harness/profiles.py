@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 import os
 
-from harness.device import has_gpu
+from harness.core.device import has_gpu
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,11 +30,12 @@ import pathlib
 
 import pytest
 
-from harness import device as harness_device
+from harness.core import device as harness_device
 from harness.profiles import INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for
-from harness.registry import Implementation, load_builtins, records
-from harness.results import SESSION
-from harness.specs import Case, OpSpec, get_spec
+from harness import families
+from harness.core.registry import Implementation, records
+from harness.core.results import SESSION
+from harness.core.specs import Case, OpSpec, get_spec
 
 AXES = ("tokens", "hidden", "seed")
 
@@ -128,12 +129,12 @@ def pytest_configure(config):
                             "no GPU share (harness runs it starts in subprocesses take their own)")
     from harness.plugins import ImplModuleError, load_impl_modules
 
-    load_builtins()
+    families.load()
     try:
         load_impl_modules(config.getoption("impl_module") or [], env=True)
     except ImplModuleError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    from harness.ops import OP_NAMES
+    from harness.core.ops import OP_NAMES
 
     known = {name for op in OP_NAMES for name in records(op)}
     wanted = set(config.getoption("impl") or [])

@@ -16,8 +16,8 @@ import sys
 
 import torch
 
-from harness import casefile
-from harness.metrics import differing_bytes
+from harness import casefile, families
+from harness.core.metrics import differing_bytes
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 ENV_KEYS = ("gpu", "device", "torch", "triton", "vllm", "vllm_commit", "git_commit")
@@ -80,9 +80,9 @@ def _failures(rows: list[dict]) -> str:
 
 def replay_one(path: pathlib.Path, impl_name: str | None, device: str) -> Replay:
     from harness.evaluate import evaluate
-    from harness.ops import UnknownOpError
-    from harness.registry import RegistryError, records
-    from harness.specs import get_spec
+    from harness.core.ops import UnknownOpError
+    from harness.core.registry import RegistryError, records
+    from harness.core.specs import get_spec
 
     try:
         data = casefile.load(path)
@@ -116,12 +116,11 @@ def replay_one(path: pathlib.Path, impl_name: str | None, device: str) -> Replay
 
 
 def main(paths: list[str], impl: str | None, impl_modules: list[str], device: str | None) -> int:
-    from harness.device import configure_triton, default_device
+    from harness.core.device import configure_triton, default_device
     from harness.plugins import ImplModuleError, load_impl_modules
-    from harness.registry import load_builtins
 
     configure_triton(cpu_tensors=device == "cpu")
-    load_builtins()
+    families.load()
     try:
         load_impl_modules(impl_modules, env=True)
     except ImplModuleError as exc:

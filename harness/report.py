@@ -4,18 +4,21 @@ from the saved results."""
 
 from __future__ import annotations
 
+import datetime
 import glob
 import importlib.metadata
 import json
 import pathlib
 import subprocess
+import uuid
 
 import pandas as pd
 
-from harness import device, report_tables
+from harness import report_tables
+from harness.core import device
 from harness.durations import where_time_went
-from harness.registry import unavailable
-from harness.results import KNOWN_DEVIATION
+from harness.core.registry import unavailable
+from harness.core.results import KNOWN_DEVIATION
 from harness.verdict import run_verdict
 
 
@@ -183,3 +186,20 @@ def write_html(folder: pathlib.Path, df: pd.DataFrame, page: dict) -> pathlib.Pa
     path = folder / "report.html"
     path.write_text(html)
     return path
+
+
+def new_report_folder(output: str | None) -> pathlib.Path:
+    if output:
+        folder = pathlib.Path(output)
+    else:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        folder = pathlib.Path("reports") / f"{stamp}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    latest = folder.parent / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(folder.name)
+    except OSError:
+        pass
+    return folder

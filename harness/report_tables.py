@@ -12,7 +12,7 @@ import shlex
 
 import pandas as pd
 
-from harness.results import KNOWN_DEVIATION
+from harness.core.results import KNOWN_DEVIATION
 
 SEEDED_FAULT_PREFIX = "fault-"
 """Implementation names of the harness's own seeded faults (harness/faults): they are meant to

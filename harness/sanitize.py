@@ -31,8 +31,8 @@ def _value(text: str):
 def main(argv=None) -> int:
     from harness.evaluate import evaluate
     from harness.plugins import load_impl_modules
-    from harness.registry import get
-    from harness.specs import Case, get_spec
+    from harness.core.registry import get
+    from harness.core.specs import Case, get_spec
 
     args = list(argv if argv is not None else sys.argv[1:])
     op, impl, tokens, params = args + [""] * (4 - len(args))

@@ -1,3 +1,7 @@
-"""Shipped kernels: one package per op family, one module per backend (torch = reference)."""
+"""Shipped kernels: one package per op family, one module per backend (torch = reference).
 
-from kernels import mhc, sparse_indexer, topk  # noqa: F401
+Each family exports ``FAMILY`` (harness.core.family.Family); the harness collects this tuple."""
+
+from kernels import mhc, sparse_indexer, topk
+
+FAMILIES = (mhc.FAMILY, topk.FAMILY, sparse_indexer.FAMILY)

@@ -5,13 +5,13 @@ outputs legitimately differ on ties, so there the reference comparison is the A/
 
 import pytest
 
-from harness.device import default_device
+from harness.core.device import default_device
 from harness.detectors import outputs_agree
 from harness.evaluate import evaluate
-from harness.ops import MHC_OPS
+from harness.core.ops import MHC_OPS
 from harness.profiles import get_profile
-from harness.registry import records
-from harness.specs import Case, get_spec
+from harness.core.registry import records
+from harness.core.specs import Case, get_spec
 
 AB_HIDDEN = {"smoke": 64}
 

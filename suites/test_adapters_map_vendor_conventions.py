@@ -8,12 +8,13 @@ import sys
 import pytest
 import torch
 
-from harness import registry
+from harness import families
+from harness.core import registry
 from harness.adapters import aiter, deepgemm, liger, tilelang, vllm
 from harness.adapters.base import register_adapter
 from harness.evaluate import evaluate
-from harness.ops import MHC_OPS
-from harness.specs import Case, get_spec
+from harness.core.ops import MHC_OPS
+from harness.core.specs import Case, get_spec
 from kernels.mhc import torch as mhc_ref
 from suites import vendor_standins as standins
 
@@ -30,7 +31,7 @@ TOPK_CASES = (
 
 @pytest.fixture
 def isolated_registry(monkeypatch):
-    registry.load_builtins()
+    families.load()
     monkeypatch.setattr(registry, "_REGISTRY",
                         {op: dict(impls) for op, impls in registry._REGISTRY.items()})
     standins.CALLS.clear()

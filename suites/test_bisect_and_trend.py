@@ -15,7 +15,7 @@ from harness.trend import compare_runs, write_trend
 
 pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
 
-GOOD = """from harness.registry import register
+GOOD = """from harness.core.registry import register
 from kernels.mhc.torch import mhc_post_compute
 
 @register("mhc_post", "ext")

@@ -9,11 +9,12 @@ import sys
 import pytest
 import torch
 
-from harness import casefile, registry
+from harness import casefile, families
+from harness.core import registry
 from harness.evaluate import OBSERVERS, evaluate
 from harness.replay import replay_one
 from harness.saved_cases import replay_command
-from harness.specs import Case, get_spec
+from harness.core.specs import Case, get_spec
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 CASE = Case("mhc_post", 33, 64, 0, "cpu")
@@ -29,7 +30,7 @@ def _last_token_wrong(x, residual, post_layer_mix, comb_res_mix):
 
 @pytest.fixture
 def saved_failure(tmp_path):
-    registry.load_builtins()
+    families.load()
     registry.add(registry.Implementation("mhc_post", "replay-broken", _last_token_wrong),
                  replace=True)
     saved = []

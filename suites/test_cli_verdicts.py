@@ -13,7 +13,7 @@ from harness.subprocess_env import child_env
 pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
 
 GOOD = """
-from harness.registry import register
+from harness.core.registry import register
 from kernels.mhc.torch import mhc_post_compute
 
 @register("mhc_post", "ext")

@@ -10,7 +10,7 @@ lengths, so two seeds never share shapes and a graph could not be replayed on th
 import pytest
 
 from harness.detectors import cuda_graph
-from harness.ops import MHC_OPS
+from harness.core.ops import MHC_OPS
 
 OPS = MHC_OPS + ("top_k_per_row_decode", "indexer_k_quant_and_cache")
 DECODE_TOKENS = [64, 257]

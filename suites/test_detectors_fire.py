@@ -3,10 +3,10 @@ implementations pass the same detector (so a green suite means something)."""
 
 import pytest
 
-from harness.device import default_device
-from harness.faults import all_faults
+from harness.core.device import default_device
+from harness.families import all_faults
 from harness.profiles import get_profile
-from harness.registry import records
+from harness.core.registry import records
 from harness.selftest import controls, not_run_here, run_detector
 
 FAULTS = all_faults()

@@ -6,11 +6,12 @@ import time
 import pytest
 import torch
 
-from harness import registry
-from harness.metrics import compare, per_token_error, ulp_distance
-from harness.ops import UnknownOpError
+from harness import families
+from harness.core import registry
+from harness.core.metrics import compare, per_token_error, ulp_distance
+from harness.core.ops import UnknownOpError
 from harness.plugins import ImplModuleError, load_impl_module
-from harness.tolerances import Tolerance
+from harness.core.tolerances import Tolerance
 
 TOL = Tolerance(1e-3, 1e-3, "test")
 
@@ -99,9 +100,9 @@ def _broken_post(x, residual, post_layer_mix, comb_res_mix):
 
 def test_known_deviation_is_reported_apart_never_as_pass():
     from harness.evaluate import evaluate
-    from harness.specs import Case, get_spec
+    from harness.core.specs import Case, get_spec
 
-    registry.load_builtins()
+    families.load()
     case = Case("mhc_post", 7, 64, 0, "cpu")
     deviation = registry.KnownDeviation("scales its output by 1.5", lambda c: c.tokens == 7)
     ev = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [deviation]), case)
@@ -115,7 +116,7 @@ def test_known_deviation_is_reported_apart_never_as_pass():
 def test_heavy_cases_are_marked_to_take_a_gpu_memory_slot():
     from harness.profiles import get_profile
     from harness.pytest_plugin import _memory_marks
-    from harness.specs import Case, get_spec
+    from harness.core.specs import Case, get_spec
 
     nightly, smoke = get_profile("nightly"), get_profile("smoke")
     post, topk = get_spec("mhc_post"), get_spec("top_k_per_row_prefill")
@@ -137,8 +138,8 @@ def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
     import dataclasses
 
     from harness.evaluate import evaluate
-    from harness.faults.mhc import gemm_fp16_above_t
-    from harness.specs import Case, get_spec
+    from kernels.mhc.faults import gemm_fp16_above_t
+    from harness.core.specs import Case, get_spec
 
     fp16_gemm = gemm_fp16_above_t(0)
     case = Case("mhc_pre", 257, 64, 0, "cpu")
@@ -149,7 +150,7 @@ def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
 
 
 def test_decode_cases_are_sized_by_batch_and_drafts():
-    from harness.specs import Case, get_spec
+    from harness.core.specs import Case, get_spec
 
     decode = Case("top_k_per_row_decode", 0, 0, 0, "cuda", (("batch", 2048), ("next_n", 4),
                                                             ("n", 131072)))

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from harness.report import write_meta, write_summary
-from harness.results import ResultLog
+from harness.core.results import ResultLog
 
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
                 if shutil.which(b)), None)

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from harness.evaluate import evaluate
-from harness.ops import INDEXER_OPS
+from harness.core.ops import INDEXER_OPS
 
 OPS = INDEXER_OPS
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from harness.evaluate import evaluate
-from harness.ops import INDEXER_OPS
-from harness.registry import Implementation, records
-from harness.specs import Case, ContractError, get_spec
+from harness.core.ops import INDEXER_OPS
+from harness.core.registry import Implementation, records
+from harness.core.specs import Case, ContractError, get_spec
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.spec import BLOCK_SIZE, HEAD_DIM
 

@@ -14,8 +14,8 @@ recall legitimately (0.92 on a 4-head CPU case where k exceeds the positive logi
 
 import pytest
 
-from harness.registry import implementations
-from harness.specs import Case
+from harness.core.registry import implementations
+from harness.core.specs import Case
 from kernels.sparse_indexer.step import STEP_OPS, judge_step, make_step, reference_step, run_step
 
 MIXES = [

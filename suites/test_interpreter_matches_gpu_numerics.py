@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.device import has_gpu, triton_interpreted
-from harness.interpreter_rounding import fp32_to_bf16_bits, fp32_to_e4m3_bits
+from harness.core.device import has_gpu, triton_interpreted
+from harness.core.interpreter_rounding import fp32_to_bf16_bits, fp32_to_e4m3_bits
 from harness.subprocess_env import child_env
 
 pytestmark = pytest.mark.implementation("triton")  # the interpreter runs the Triton kernels

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from harness.detectors import outputs_agree
-from harness.ops import MHC_OPS
-from harness.registry import implementations
+from harness.core.ops import MHC_OPS
+from harness.core.registry import implementations
 from kernels.mhc.validate import ContractError
 
 OPS = MHC_OPS

@@ -4,7 +4,7 @@ ROCm AITER mHC kernel that vLLM PR 42810 disabled)."""
 import pytest
 
 from harness.detectors import precision_growth
-from harness.ops import MHC_OPS
+from harness.core.ops import MHC_OPS
 
 OPS = MHC_OPS
 
@@ -24,8 +24,8 @@ def test_bf16_growth_inside_the_accuracy_tolerance_is_flagged():
     off: growth judged in ulps (the misrounded share) flags it. CPU: the claim is about these
     inputs, drawn by the CPU generator."""
     from harness.evaluate import evaluate
-    from harness.faults.mhc import bf16_products_above_t
-    from harness.specs import Case, get_spec
+    from kernels.mhc.faults import bf16_products_above_t
+    from harness.core.specs import Case, get_spec
 
     spec, fault = get_spec("mhc_pre"), bf16_products_above_t(7)
     cases = [Case("mhc_pre", t, 64, 0, "cpu") for t in (1, 2, 7, 33, 64)]

@@ -5,7 +5,7 @@ allocates (compute-sanitizer memcheck, which must flag a seeded kernel that does
 import pytest
 
 from harness.detectors import poison
-from harness.ops import MHC_OPS
+from harness.core.ops import MHC_OPS
 
 OPS = MHC_OPS
 
@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.registry import register
+from harness.core.registry import register
 from kernels.mhc.torch import mhc_post_compute
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from harness.detectors import config_invariance
 from harness.evaluate import evaluate
-from harness.ops import TOPK_OPS
+from harness.core.ops import TOPK_OPS
 
 OPS = TOPK_OPS
 
@@ -83,8 +83,8 @@ below through each of its paths (with the default plan only large rows reach the
 def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish):
     import torch
 
-    from harness.registry import records
-    from harness.specs import Case, get_spec
+    from harness.core.registry import records
+    from harness.core.specs import Case, get_spec
     from kernels.topk.triton import LaunchPlan
 
     impl = records(OPS[0]).get("triton")

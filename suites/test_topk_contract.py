@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from harness.evaluate import evaluate
-from harness.ops import TOPK_OPS
-from harness.specs import Case
-from harness.topk_compare import compare_topk
+from harness.core.ops import TOPK_OPS
+from harness.core.specs import Case
+from kernels.topk.compare import compare_topk
 from kernels.topk import torch as topk_ref
 from kernels.topk.validate import ContractError
 
@@ -102,12 +102,12 @@ def test_invalid_arguments_raise_clear_errors(target):
 def test_triton_passes_on_tie_heavy_data():
     """Values sharing their top 22 bits: the Triton kernel takes equal values in column order,
     whatever torch.topk picks; the tie-aware comparison accepts either choice."""
-    from harness.registry import records
+    from harness.core.registry import records
 
     impl = records(TOPK_OPS[1]).get("triton")
     if impl is None or not impl.available:
         pytest.skip("triton top-k not available here")
-    from harness.specs import get_spec
+    from harness.core.specs import get_spec
 
     spec = get_spec(TOPK_OPS[1])
     case = Case(TOPK_OPS[1], 8, 0, 0, "cuda" if torch.cuda.is_available() else "cpu",

@@ -8,10 +8,10 @@ import torch
 
 from harness import sanitize
 from harness.evaluate import evaluate
-from harness.ops import TOPK_OPS
-from harness.registry import implementations
-from harness.specs import Case, get_spec
-from harness.topk_compare import SENTINEL, compare_topk, guarded_buffer
+from harness.core.ops import TOPK_OPS
+from harness.core.registry import implementations
+from harness.core.specs import Case, get_spec
+from kernels.topk.compare import SENTINEL, compare_topk, guarded_buffer
 
 OPS = TOPK_OPS
 

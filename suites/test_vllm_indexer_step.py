@@ -14,12 +14,12 @@ import pathlib
 
 import pytest
 
-from harness.specs import Case, ContractError
+from harness.core.specs import Case, ContractError
 from kernels.sparse_indexer.step import judge_step, make_step, reference_step
 
 pytestmark = pytest.mark.implementation("vllm")
 
-vllm_indexer = pytest.importorskip("harness.vllm_indexer")
+vllm_indexer = pytest.importorskip("harness.adapters.vllm_indexer")
 
 MIXES = [
     # decode requests, next_n, graph-padded requests, prefill tokens, prefill sequences
@@ -61,7 +61,7 @@ def _judge(module, b, **kw) -> dict:
 def _writer_division() -> str:
     """vLLM's step writes the cache with its Triton K-cache writer: judged as that writer
     declares (approximate fp32 division when compiled for an NVIDIA GPU)."""
-    from harness import registry
+    from harness.core import registry
 
     writer = registry.records("indexer_k_quant_and_cache").get("vllm-triton")
     return writer.declared.get("fp32_division", "exact") if writer else "exact"

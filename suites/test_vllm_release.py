@@ -8,10 +8,11 @@ import inspect
 
 import pytest
 
-from harness import registry
+from harness import families
+from harness.core import registry
 from harness.adapters.vllm import ENTRY_NAMES, MHC_BACKENDS, MHC_MODULE
-from harness.device import has_gpu
-from harness.ops import MHC_OPS
+from harness.core.device import has_gpu
+from harness.core.ops import MHC_OPS
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason="vLLM is not installed: bash scripts/install.sh puts the "
@@ -22,7 +23,7 @@ pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton"
 
 @pytest.fixture(scope="module")
 def mhc_module():
-    registry.load_builtins()
+    families.load()
     return importlib.import_module(MHC_MODULE)
 
 

@@ -10,10 +10,11 @@ import importlib.util
 
 import pytest
 
-from harness import registry
+from harness import families
+from harness.core import registry
 from harness.adapters.vllm_sparse import DECLARED, SPARSE_ENTRIES, SPARSE_MODULE
 from harness.evaluate import evaluate
-from harness.specs import Case, get_spec
+from harness.core.specs import Case, get_spec
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason="vLLM is not installed: bash scripts/install.sh puts the "
@@ -31,7 +32,7 @@ DECLARED_CASES = {
 
 @pytest.fixture(scope="module", autouse=True)
 def builtins():
-    registry.load_builtins()
+    families.load()
 
 
 @pytest.mark.parametrize("impl,op", BOUND)

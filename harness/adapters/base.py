@@ -13,7 +13,7 @@ import dataclasses
 import types
 from typing import Any, Callable
 
-from harness.registry import Implementation, add, register_unavailable
+from harness.core.registry import Implementation, add, register_unavailable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Adapter:
 TF32_GEMM = {"accumulation": "tf32"}
 """The declaration of an mHC implementation whose long GEMM runs on TF32 tensor cores (Triton's
 ``tl.dot`` default, TileLang's and AITER's kernels): judged by the TF32 bound
-(harness.tolerances)."""
+(the spec's tolerance table)."""
 
 
 def namespace(**entries: Any) -> types.SimpleNamespace:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 
 def contract_signature(op: str) -> inspect.Signature:
-    from harness.registry import REFERENCE, get
+    from harness.core.registry import REFERENCE, get
 
     return inspect.signature(get(op, REFERENCE).fn)
 

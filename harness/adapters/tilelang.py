@@ -11,7 +11,7 @@ import importlib
 import os
 
 from harness.adapters.base import TF32_GEMM, Adapter
-from harness.ops import MHC_OPS
+from harness.core.ops import MHC_OPS
 
 def discover():
     importlib.import_module("tilelang")

@@ -26,7 +26,7 @@ from harness.adapters.deepgemm import LOGITS_OPS, deepgemm_logits
 from harness.adapters.signature import bind_by_name
 from harness.adapters.vllm_sparse import (COST_LIMITS, DECLARED, DEVIATIONS, SPARSE_ENTRIES, bind_sparse,
                                           discover_sparse)
-from harness.ops import MHC_OPS
+from harness.core.ops import MHC_OPS
 
 MHC_MODULE = "vllm.model_executor.kernels.mhc"
 MHC_BACKENDS = ("torch", "cpu", "triton", "tilelang", "aiter")
@@ -46,7 +46,7 @@ BACKEND_PACKAGE = {"tilelang": "tilelang", "aiter": "aiter"}
 
 
 def _give_vllm_real_triton() -> None:
-    from harness.device import has_gpu, triton_interpreted
+    from harness.core.device import has_gpu, triton_interpreted
 
     if has_gpu() or not triton_interpreted():
         return

@@ -30,7 +30,7 @@ import functools
 import importlib
 
 from harness.adapters.signature import bind_by_name
-from harness.registry import CostLimit, KnownDeviation
+from harness.core.registry import CostLimit, KnownDeviation
 
 SPARSE_MODULE = "vllm.v1.attention.ops.rocm_aiter_mla_sparse"
 SPARSE_ENTRIES = {
@@ -42,7 +42,7 @@ SPARSE_ENTRIES = {
 
 
 def _compiled_for_nvidia() -> bool:
-    from harness.device import has_gpu, triton_interpreted
+    from harness.core.device import has_gpu, triton_interpreted
 
     import torch
 

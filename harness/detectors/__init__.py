@@ -1,32 +1,13 @@
 """Detectors: reusable checks for the bug classes the harness exists to catch.
 
-Each detector returns a :class:`Finding`; suites assert ``finding.passed`` and record
+Each detector returns a :class:`harness.core.results.Finding`; suites assert ``finding.passed`` and record
 ``finding.rows``. The self-tests in ``suites/test_detectors_fire.py`` feed each one a deliberately
 broken implementation to show it fires.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
-
-
-@dataclasses.dataclass
-class Finding:
-    detector: str
-    op: str
-    impl: str
-    passed: bool
-    message: str
-    rows: list[dict] = dataclasses.field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def explain(self) -> str:
-        state = "ok" if self.passed else "FLAGGED"
-        return f"[{self.detector}] {self.op}/{self.impl}: {state}: {self.message}"
 
 
 def outputs_agree(spec, a: dict, b: dict, bitwise: bool) -> list[str]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from harness.detectors import Finding, outputs_agree
-from harness.device import triton_interpreted
-from harness.registry import Implementation
-from harness.specs import Case, OpSpec
+from harness.core.results import Finding
+from harness.detectors import outputs_agree
+from harness.core.device import triton_interpreted
+from harness.core.registry import Implementation
+from harness.core.specs import Case, OpSpec
 
 
 def check(spec: OpSpec, impl: Implementation, case: Case, n_probes: int = 3,

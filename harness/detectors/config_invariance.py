@@ -6,10 +6,11 @@ tolerance against the float64 reference and agree with the default configuration
 
 from __future__ import annotations
 
-from harness.detectors import Finding, outputs_agree
+from harness.core.results import Finding
+from harness.detectors import outputs_agree
 from harness.evaluate import evaluate
-from harness.registry import Implementation
-from harness.specs import Case, OpSpec
+from harness.core.registry import Implementation
+from harness.core.specs import Case, OpSpec
 
 
 def check(spec: OpSpec, impl: Implementation, case: Case) -> Finding:

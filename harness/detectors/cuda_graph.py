@@ -18,10 +18,10 @@ import dataclasses
 
 import torch
 
-from harness.detectors import Finding
-from harness.detectors.determinism import differing_tokens
+from harness.core.results import Finding
+from harness.core.metrics import differing_tokens
 from harness.evaluate import case_fields, tensors_of
-from harness.specs import Case, OpSpec
+from harness.core.specs import Case, OpSpec
 
 
 def _refill(static: dict, new: dict) -> str | None:

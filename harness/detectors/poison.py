@@ -14,10 +14,10 @@ import contextlib
 import torch
 from torch.overrides import TorchFunctionMode
 
-from harness.detectors import Finding
+from harness.core.results import Finding
 from harness.evaluate import evaluate
-from harness.registry import Implementation
-from harness.specs import Case, OpSpec
+from harness.core.registry import Implementation
+from harness.core.specs import Case, OpSpec
 
 INT_SENTINEL = 0x5A5A5A5A
 _ALLOCATORS = {torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty}

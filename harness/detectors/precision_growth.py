@@ -6,7 +6,7 @@ relative error (its max abs error over its max |reference|) is computed, and the
 99th percentile and the maximum of those over tokens are tracked. A point is flagged when a statistic exceeds
 ``GROWTH`` times its small-T baseline (the same statistic over the pooled tokens of every
 T <= ``baseline_max_tokens``), with the baseline floored at the output's noise level
-(``harness.tolerances.noise_floor``) so a kernel that is exact at small T is not flagged for
+(``OpSpec.noise_floor``) so a kernel that is exact at small T is not flagged for
 ordinary rounding at large T.
 
 Calibration: fp32 torch mhc_pre against float64 on the H100 keeps its per-token p50/p99 within
@@ -25,11 +25,10 @@ from typing import Iterable
 
 import torch
 
-from harness.detectors import Finding
-from harness.metrics import misrounded, per_token_error
-from harness.registry import Implementation
-from harness.specs import Case, OpSpec
-from harness.tolerances import noise_floor
+from harness.core.results import Finding
+from harness.core.metrics import misrounded, per_token_error
+from harness.core.registry import Implementation
+from harness.core.specs import Case, OpSpec
 
 GROWTH = 8.0
 STATS = {"p50": 0.5, "p99": 0.99, "max": 1.0}
@@ -95,7 +94,7 @@ def check(spec: OpSpec, impl: Implementation, cases: Iterable[Case],
     small = [e for c, e in errors.items() if c.tokens <= baseline_max_tokens]
     flagged, rows = [], []
     for name in spec.outputs:
-        floor = noise_floor(spec.op, name, spec.output_dtypes[name])
+        floor = spec.noise_floor(name)
         pooled = torch.cat([e[name][0] for e in small])
         base = {stat: max(v, floor) for stat, v in _stats(pooled).items()}
         if spec.output_dtypes[name] in SIXTEEN_BIT:

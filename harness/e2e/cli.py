@@ -87,9 +87,9 @@ def cmd_e2e(args) -> int:
     from harness.e2e.run import run
 
     if args.output is None:
-        from harness.cli import _report_folder
+        from harness.report import new_report_folder
 
-        args.output = str(_report_folder(None) / "e2e")
+        args.output = str(new_report_folder(None) / "e2e")
     try:
         summary = run(config_from_args(args))
     except (GoldenError, FileNotFoundError, ValueError) as exc:
@@ -113,9 +113,9 @@ def _record(args) -> int:
         args.gen_kwargs = args.gen_kwargs or ",".join(
             f"{k}={v}" for k, v in (like["task"].get("gen_kwargs") or {}).items())
     if args.output is None:
-        from harness.cli import _report_folder
+        from harness.report import new_report_folder
 
-        args.output = str(_report_folder(None) / "golden-record")
+        args.output = str(new_report_folder(None) / "golden-record")
     args.golden = None
     summary = run(config_from_args(args))
     lowest = min(summary["meta"]["levels"])

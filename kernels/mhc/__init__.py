@@ -1,3 +1,7 @@
 """mHC (manifold-constrained hyper-connections): mhc_pre, mhc_post, mhc_fused_post_pre, hc_head."""
 
-from kernels.mhc import spec, torch, triton  # noqa: F401  (registration on import)
+from harness.core.family import Family
+from harness.core.ops import MHC_OPS
+from kernels.mhc import faults, spec, torch, triton  # noqa: F401  (registration on import)
+
+FAMILY = Family(name="mhc", ops=MHC_OPS, faults=faults.FAULTS)

@@ -12,7 +12,8 @@ import math
 
 import torch
 
-from harness.specs import Case, OpSpec, generator, register_spec
+from harness.core.specs import Case, OpSpec, generator, register_spec
+from kernels.mhc import tolerances as mhc_tolerances
 from kernels.mhc.torch import (hc_head_compute, mhc_post_compute, mhc_pre_compute, sinkhorn)
 
 HC_MULT = 4
@@ -60,6 +61,7 @@ def post_inputs(case: Case, m: int) -> dict:
 
 class MhcPreSpec(OpSpec):
     op = "mhc_pre"
+    tolerances = mhc_tolerances.for_op("mhc_pre")
     outputs = ("post_mix", "comb_mix", "layer_input")
     output_dtypes = {"post_mix": torch.float32, "comb_mix": torch.float32,
                      "layer_input": torch.bfloat16}
@@ -77,6 +79,7 @@ class MhcPreSpec(OpSpec):
 
 class MhcPostSpec(OpSpec):
     op = "mhc_post"
+    tolerances = mhc_tolerances.for_op("mhc_post")
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
     guard_inputs = True
@@ -91,6 +94,7 @@ class MhcPostSpec(OpSpec):
 
 class MhcFusedPostPreSpec(OpSpec):
     op = "mhc_fused_post_pre"
+    tolerances = mhc_tolerances.for_op("mhc_fused_post_pre")
     outputs = ("new_residual", "post_mix", "comb_mix", "layer_input")
     output_dtypes = {"new_residual": torch.bfloat16, **MhcPreSpec.output_dtypes}
     guard_inputs = True
@@ -132,6 +136,7 @@ class MhcFusedPostPreSpec(OpSpec):
 
 class HcHeadSpec(OpSpec):
     op = "hc_head"
+    tolerances = mhc_tolerances.for_op("hc_head")
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
     guard_inputs = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.registry import register
+from harness.core.registry import register
 from kernels.mhc import validate
 
 

@@ -18,8 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.device import triton_interpreted, triton_unavailable_reason
-from harness.registry import register
+from harness.core.device import triton_interpreted, triton_unavailable_reason
+from harness.core.registry import register
 from kernels.mhc import validate
 from kernels.triton_utils import dot_bf16, to_bf16_rtne
 

@@ -1,3 +1,9 @@
 """Sparse-attention indexer: fp8 quantisation, the packed K cache, MQA logits (prefill, paged)."""
 
-from kernels.sparse_indexer import spec, torch, triton  # noqa: F401  (registration on import)
+from harness.core.family import Family
+from harness.core.ops import INDEXER_OPS
+from kernels.sparse_indexer import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
+
+FAMILY = Family(name="sparse_indexer", ops=INDEXER_OPS, faults=faults.FAULTS,
+                probes={"indexer_checks": probes.INDEXER_CHECKS,
+                        "indexer_step": probes.INDEXER_STEP})

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.batches import decode_seq_lens, ragged_prefill
-from harness.specs import Case, ContractViolation, OpSpec, generator, register_spec
+from harness.core.batches import decode_seq_lens, ragged_prefill
+from harness.core.specs import Case, ContractViolation, OpSpec, generator, register_spec
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.validate import FP8, SCALE_BYTES
 

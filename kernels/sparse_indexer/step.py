@@ -22,9 +22,9 @@ from typing import Callable
 
 import torch
 
-from harness.batches import decode_seq_lens, ragged_prefill
-from harness.specs import Case, generator
-from harness.topk_compare import SENTINEL, compare_topk, guard_violations, guarded_buffer
+from harness.core.batches import decode_seq_lens, ragged_prefill
+from harness.core.specs import Case, generator
+from kernels.topk.compare import SENTINEL, compare_topk, guard_violations, guarded_buffer
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.spec import (BLOCK_SIZE, HEAD_DIM, U32, _activations, _f64_logits,
                                          cache_row)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.registry import register
+from harness.core.registry import register
 from kernels.sparse_indexer import validate
 from kernels.sparse_indexer.validate import FP8, FP8_MAX
 

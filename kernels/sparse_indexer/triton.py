@@ -17,8 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.device import triton_interpreted, triton_unavailable_reason
-from harness.registry import register
+from harness.core.device import triton_interpreted, triton_unavailable_reason
+from harness.core.registry import register
 from kernels.sparse_indexer import validate
 
 from kernels.triton_utils import pow2_ceil, round_to_e4m3

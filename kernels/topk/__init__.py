@@ -1,3 +1,8 @@
 """Top-k per row (sparse-attention index selection): prefill (ragged windows) and decode."""
 
-from kernels.topk import spec, torch, triton  # noqa: F401  (registration on import)
+from harness.core.family import Family
+from harness.core.ops import TOPK_OPS
+from kernels.topk import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
+
+FAMILY = Family(name="topk", ops=TOPK_OPS, faults=faults.FAULTS,
+                probes={"topk_checks": probes.TOPK_CHECKS})

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.batches import decode_seq_lens, ragged_prefill
-from harness.specs import Case, OpSpec, generator, register_spec
-from harness.topk_compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
+from harness.core.batches import decode_seq_lens, ragged_prefill
+from harness.core.specs import Case, OpSpec, generator, register_spec
+from kernels.topk.compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
 from kernels.topk.torch import select_into
 from kernels.topk.validate import decode_row_ends
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.registry import register
+from harness.core.registry import register
 from kernels.topk import validate
 
 ROW_CHUNK = 256

@@ -44,8 +44,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.device import triton_unavailable_reason
-from harness.registry import register
+from harness.core.device import triton_unavailable_reason
+from harness.core.registry import register
 from kernels.topk import validate
 
 @dataclasses.dataclass(frozen=True)

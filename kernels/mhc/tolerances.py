@@ -1,4 +1,4 @@
-"""Tolerances, one table for every op output, each number with the reason it is what it is.
+"""Tolerances of the mHC outputs, each number with the reason it is what it is.
 
 An output passes where ``|out - ref| <= atol + rtol * |ref|`` elementwise, against a float64
 reference. bf16 has 8 significant bits: a correctly rounded result is within 2**-9 relative of the
@@ -16,19 +16,7 @@ which fires long before these absolute bounds are reached.
 
 from __future__ import annotations
 
-import dataclasses
-
-import torch
-
-BF16_ULP_REL = 2.0 ** -7
-
-
-@dataclasses.dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float
-    reason: str
-
+from harness.core.tolerances import BF16_ULP_REL, Tolerance, ToleranceTable
 
 _MHC_FP32_GEMM = Tolerance(
     atol=1e-3, rtol=1e-3,
@@ -62,20 +50,12 @@ TABLE: dict[tuple[str, str], Tolerance] = {
     ("hc_head", "out"): _MHC_BF16_FROM_GEMM,
 }
 
-DEFAULT_BY_DTYPE: dict[torch.dtype, Tolerance] = {
-    torch.float32: Tolerance(1e-5, 1.3e-6, "torch.testing's float32 default"),
-    torch.bfloat16: Tolerance(1e-5, BF16_ULP_REL, "1 bf16 ulp"),
-    torch.float16: Tolerance(1e-5, 2.0 ** -10, "1 fp16 ulp"),
+BY_ACCUMULATION: dict[tuple[str, str, str], Tolerance] = {
+    (op, output, "fp32"): _MHC_FP32_GEMM_FP32_ACCUMULATED
+    for op, output in TABLE if TABLE[(op, output)] is _MHC_FP32_GEMM
 }
-
-
-NOISE_FLOOR_BY_DTYPE: dict[torch.dtype, float] = {
-    torch.float32: 2.0 ** -21,
-    torch.bfloat16: 2.0 ** -8,
-    torch.float16: 2.0 ** -11,
-}
-"""Per-token relative error that counts as rounding noise for the precision-growth detector: a
-few fp32 ulps for fp32 outputs, one rounding (2**-8 relative) for bf16."""
+"""Tighter bounds for implementations whose declared accumulation class (Implementation.
+accumulation) promises more than the loosest the op admits."""
 
 _FP32_LONG_GEMM_FLOOR = (
     2.0 ** -17,
@@ -93,28 +73,9 @@ NOISE_FLOOR: dict[tuple[str, str], tuple[float, str]] = {
 }
 
 
-def noise_floor(op: str, output: str, dtype: torch.dtype) -> float:
-    if (op, output) in NOISE_FLOOR:
-        return NOISE_FLOOR[(op, output)][0]
-    return NOISE_FLOOR_BY_DTYPE.get(dtype, 0.0)
-
-
-BY_ACCUMULATION: dict[tuple[str, str, str], Tolerance] = {
-    (op, output, "fp32"): _MHC_FP32_GEMM_FP32_ACCUMULATED
-    for op, output in TABLE if TABLE[(op, output)] is _MHC_FP32_GEMM
-}
-"""Tighter bounds for implementations whose declared accumulation class (Implementation.
-accumulation) promises more than the loosest the op admits."""
-
-
-def tolerance(op: str, output: str, dtype: torch.dtype, accumulation: str | None = None) -> Tolerance:
-    """The op output's tolerance; with ``accumulation``, the bound of that declared class where
-    the table has one (else the op's, which admits every declared class)."""
-    if accumulation and (op, output, accumulation) in BY_ACCUMULATION:
-        return BY_ACCUMULATION[(op, output, accumulation)]
-    if (op, output) in TABLE:
-        return TABLE[(op, output)]
-    if dtype in DEFAULT_BY_DTYPE:
-        return DEFAULT_BY_DTYPE[dtype]
-    raise KeyError(f"no tolerance for {op}.{output} ({dtype}); add one to harness/tolerances.py "
-                   "with the reason for its value")
+def for_op(op: str) -> ToleranceTable:
+    return ToleranceTable(
+        by_output={out: tol for (o, out), tol in TABLE.items() if o == op},
+        by_accumulation={(out, acc): tol for (o, out, acc), tol in BY_ACCUMULATION.items()
+                         if o == op},
+        noise_floors={out: floor for (o, out), (floor, _) in NOISE_FLOOR.items() if o == op})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.tolerances import Tolerance
+from harness.core.tolerances import Tolerance
 
 _ULP_DTYPES = (torch.bfloat16, torch.float16)
 
@@ -177,3 +177,21 @@ def per_token_error(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
         scale = torch.where(finite, r.abs(), zero).amax(dim=1)
         parts.append((err / scale.clamp_min(torch.finfo(torch.float32).tiny)).cpu())
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+
+
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().contiguous()
+    return t.view(_INT_OF_SIZE[t.element_size()]) if t.dtype.is_floating_point else t
+
+
+def differing_tokens(a: torch.Tensor, b: torch.Tensor) -> list[int]:
+    """Indices along dim 0 whose bits differ (``[0]`` for differing scalars or shapes)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return [0]
+    x, y = _bits(a), _bits(b)
+    if x.dim() == 0:
+        return [] if bool(x == y) else [0]
+    return (x != y).reshape(x.shape[0], -1).any(1).nonzero().flatten().tolist()

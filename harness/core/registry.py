@@ -3,7 +3,7 @@
 Built-in implementations live in ``kernels/<family>/<backend>.py`` and register themselves on
 import; external ones (vendor adapters, a user's build) register the same way from any module::
 
-    from harness.registry import register
+    from harness.core.registry import register
 
     @register("mhc_post", "mybuild")
     def mhc_post(x, residual, post_layer_mix, comb_res_mix): ...
@@ -15,10 +15,9 @@ still recorded, with the reason, so reports can say what was not tested and why.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Any, Callable, Mapping
 
-from harness.ops import check_op
+from harness.core.ops import check_op
 
 REFERENCE = "torch"
 
@@ -83,7 +82,7 @@ class Implementation:
 
 
 _REGISTRY: dict[str, dict[str, Implementation]] = {}
-_BUILTINS_LOADED = False
+_LOADER: Callable[[], None] | None = None
 
 
 def register(op: str, name: str, *, available: bool = True, reason: str = "",
@@ -136,27 +135,24 @@ def unregister(op: str, name: str) -> None:
     _REGISTRY.get(op, {}).pop(name, None)
 
 
-def load_builtins() -> None:
-    """Import the shipped kernels and the vendor adapters so they register (idempotent).
+def use_loader(load: Callable[[], None]) -> None:
+    """Install what fills the registry on first use: ``harness.families.load`` (the kernel
+    families, the vendor adapters). The core itself knows no family."""
+    global _LOADER
+    _LOADER = load
 
-    ``HARNESS_ADAPTERS`` (comma list, or ``none``) limits which vendor adapters load."""
-    global _BUILTINS_LOADED
-    if _BUILTINS_LOADED:
-        return
-    from harness.device import configure_triton
 
-    configure_triton()
-    _BUILTINS_LOADED = True
-    importlib.import_module("kernels")
-    from harness.adapters import load_all
-
-    load_all()
+def ensure_loaded() -> None:
+    if _LOADER is None:
+        raise RegistryError("no kernel families are loaded: import harness.families (the pytest "
+                            "plugin and the CLI do) before asking the registry for an op")
+    _LOADER()
 
 
 def records(op: str) -> dict[str, Implementation]:
     """Every implementation of ``op``, available or not."""
     check_op(op)
-    load_builtins()
+    ensure_loaded()
     return dict(_REGISTRY.get(op, {}))
 
 
@@ -176,6 +172,6 @@ def get(op: str, name: str) -> Implementation:
 
 def unavailable() -> dict[tuple[str, str], str]:
     """(op, name) -> reason, for everything registered that cannot run here."""
-    load_builtins()
+    ensure_loaded()
     return {(op, n): i.reason for op, impls in _REGISTRY.items()
             for n, i in impls.items() if not i.available}

@@ -12,9 +12,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from harness import metrics
-from harness.ops import check_op
-from harness.tolerances import Tolerance, tolerance
+from harness.core import metrics
+from harness.core.ops import check_op
+from harness.core.registry import ensure_loaded
+from harness.core.tolerances import Tolerance, ToleranceTable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,7 @@ class OpSpec:
     output_dtypes: dict[str, torch.dtype] = {}
     token_args: tuple[str, ...] = ()
     reference_chunk: int = 4096
+    tolerances: ToleranceTable = ToleranceTable()
     guard_inputs: bool = False
     """Pass the ``token_args`` as views of buffers with guard rows after them, and fail a call
     that changes the guard rows (a tail tile written past the end of a buffer it was given)."""
@@ -164,7 +166,7 @@ class OpSpec:
 
     def for_implementation(self, ref: dict[str, torch.Tensor], impl) -> dict:
         """Hook for specs whose tolerance depends on what the implementation declares. Default:
-        its accumulation class, which picks the tolerance (harness.tolerances.BY_ACCUMULATION)."""
+        its accumulation class, which picks the tolerance (OpSpec.tolerances)."""
         return {**ref, "_accumulation": impl.accumulation}
 
     def canonical(self, output: str, value: torch.Tensor) -> torch.Tensor:
@@ -172,13 +174,16 @@ class OpSpec:
         leaves an order free. Default: as returned."""
         return value
 
-    def tolerance(self, output: str) -> Tolerance:
-        return tolerance(self.op, output, self.output_dtypes[output])
+    def tolerance(self, output: str, accumulation: str | None = None) -> Tolerance:
+        return self.tolerances.tolerance(self.op, output, self.output_dtypes[output], accumulation)
+
+    def noise_floor(self, output: str) -> float:
+        return self.tolerances.noise_floor(output, self.output_dtypes[output])
 
     def compare(self, outputs: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> list[dict]:
         rows = []
         for name in self.outputs:
-            tol = tolerance(self.op, name, self.output_dtypes[name], ref.get("_accumulation"))
+            tol = self.tolerance(name, ref.get("_accumulation"))
             row = metrics.compare(outputs[name], ref[name], tol, self.output_dtypes[name])
             rows.append({"output": name, **row})
         return rows
@@ -199,16 +204,12 @@ def register_spec(spec: OpSpec) -> OpSpec:
 
 def get_spec(op: str) -> OpSpec:
     check_op(op)
-    from harness.registry import load_builtins
-
-    load_builtins()
+    ensure_loaded()
     if op not in _SPECS:
         raise KeyError(f"op {op!r} has no spec yet; its kernel family is not shipped")
     return _SPECS[op]
 
 
 def all_specs() -> dict[str, OpSpec]:
-    from harness.registry import load_builtins
-
-    load_builtins()
+    ensure_loaded()
     return dict(_SPECS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import threading
@@ -61,3 +62,20 @@ explains: reported apart from failures (the test is a strict xfail)."""
 
 def verdict(passed: bool) -> str:
     return "pass" if passed else "fail"
+
+
+@dataclasses.dataclass
+class Finding:
+    detector: str
+    op: str
+    impl: str
+    passed: bool
+    message: str
+    rows: list[dict] = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def explain(self) -> str:
+        state = "ok" if self.passed else "FLAGGED"
+        return f"[{self.detector}] {self.op}/{self.impl}: {state}: {self.message}"

@@ -30,11 +30,11 @@ import types
 import torch
 
 from harness.adapters.vllm_sparse import workspace
-from harness.registry import REFERENCE, get
+from harness.core.registry import REFERENCE, get
 from kernels.sparse_indexer.spec import HEAD_DIM
 from kernels.sparse_indexer.step import StepBatch
 from kernels.sparse_indexer import torch as ref
-from harness.topk_compare import SENTINEL, guarded_buffer
+from kernels.topk.compare import SENTINEL, guarded_buffer
 
 MODULE = "vllm.v1.attention.ops.rocm_aiter_mla_sparse"
 LAYER = "harness.indexer"

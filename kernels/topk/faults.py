@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import torch
 
-from harness.faults import fault
-from harness.registry import Implementation
+from harness.core.faults import SeededFaults
+from harness.core.registry import Implementation
 from kernels.topk import torch as ref
 from kernels.topk.validate import decode_row_ends
+
+FAULTS = SeededFaults()
 
 
 def _impl(op, name, fn) -> Implementation:
     return Implementation(op=op, name=name, fn=fn, source=__name__)
 
 
-@fault("global_offsets", "top_k_per_row_prefill", "index contract", "topk_checks")
+@FAULTS.seed("global_offsets", "top_k_per_row_prefill", "index contract", "topk_checks")
 def global_offsets(threshold: int) -> Implementation:
     """Returns global column numbers instead of offsets from row_starts."""
     def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
@@ -25,7 +27,7 @@ def global_offsets(threshold: int) -> Implementation:
     return _impl("top_k_per_row_prefill", "fault-global-offsets", prefill)
 
 
-@fault("stale_instead_of_minus_one", "top_k_per_row_decode", "index contract", "topk_checks")
+@FAULTS.seed("stale_instead_of_minus_one", "top_k_per_row_decode", "index contract", "topk_checks")
 def stale_slots(threshold: int) -> Implementation:
     """Writes the selected offsets but never the -1 padding (slots keep what was there)."""
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
@@ -38,7 +40,7 @@ def stale_slots(threshold: int) -> Implementation:
     return _impl("top_k_per_row_decode", "fault-stale-instead-of-minus-one", decode)
 
 
-@fault("writes_row_past_slice", "top_k_per_row_decode", "out-of-bounds write", "topk_checks")
+@FAULTS.seed("writes_row_past_slice", "top_k_per_row_decode", "out-of-bounds write", "topk_checks")
 def writes_row_past_slice(threshold: int) -> Implementation:
     """Sized by the padded row count of the buffer instead of num_rows: clears one row beyond
     the rows it owns (the PR 42810 decode-slice class)."""
@@ -51,7 +53,7 @@ def writes_row_past_slice(threshold: int) -> Implementation:
     return _impl("top_k_per_row_decode", "fault-writes-row-past-slice", decode)
 
 
-@fault("decode_window_off_by_one", "top_k_per_row_decode", "index contract", "topk_checks")
+@FAULTS.seed("decode_window_off_by_one", "top_k_per_row_decode", "index contract", "topk_checks")
 def decode_window_off_by_one(threshold: int) -> Implementation:
     """Every draft row j > 0 sees one key too many (``+ j + 2`` instead of ``+ j + 1``)."""
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):

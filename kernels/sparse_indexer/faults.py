@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import torch
 
-from harness.faults import fault
-from harness.registry import Implementation
+from harness.core.faults import SeededFaults
+from harness.core.registry import Implementation
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.spec import BLOCK_SIZE
 from kernels.sparse_indexer.step import StepBatch
+from kernels.topk import torch as topk_ref
+
+FAULTS = SeededFaults()
 
 
 def _impl(op, name, fn) -> Implementation:
     return Implementation(op=op, name=name, fn=fn, source=__name__)
 
 
-@fault("window_end_inclusive", "fp8_mqa_logits", "index contract", "indexer_checks")
+@FAULTS.seed("window_end_inclusive", "fp8_mqa_logits", "index contract", "indexer_checks")
 def window_end_inclusive(threshold: int) -> Implementation:
     """Treats ``cu_seqlen_ke`` as inclusive: every query sees one key too many."""
     def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
@@ -25,7 +28,7 @@ def window_end_inclusive(threshold: int) -> Implementation:
     return _impl("fp8_mqa_logits", "fault-window-end-inclusive", mqa)
 
 
-@fault("relu_after_head_sum", "fp8_mqa_logits", "wrong math", "indexer_checks")
+@FAULTS.seed("relu_after_head_sum", "fp8_mqa_logits", "wrong math", "indexer_checks")
 def relu_after_head_sum(threshold: int) -> Implementation:
     """``relu(sum_h w * s)`` instead of ``sum_h w * relu(s)``."""
     def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
@@ -38,7 +41,7 @@ def relu_after_head_sum(threshold: int) -> Implementation:
     return _impl("fp8_mqa_logits", "fault-relu-after-head-sum", mqa)
 
 
-@fault("block_tables_ignored", "fp8_paged_mqa_logits", "out-of-bounds read", "indexer_checks")
+@FAULTS.seed("block_tables_ignored", "fp8_paged_mqa_logits", "out-of-bounds read", "indexer_checks")
 def block_tables_ignored(threshold: int) -> Implementation:
     """Assumes each request's blocks are contiguous in the cache, in request order."""
     def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
@@ -55,7 +58,7 @@ def _decode_rows_real_count(buffer: torch.Tensor, b: StepBatch):
     return buffer[:b.num_decode], b.num_padded_decode
 
 
-@fault("decode_slice_real_count", "top_k_per_row_decode", "out-of-bounds write", "indexer_step")
+@FAULTS.seed("decode_slice_real_count", "top_k_per_row_decode", "out-of-bounds write", "indexer_step")
 def decode_slice_real_count(threshold: int) -> Implementation:
     """The indexer step slices the decode part of ``topk_indices_buffer`` with the real decode
     token count while the top-k (and the reshape after it) use the padded count (PR 42810)."""
@@ -66,8 +69,6 @@ def decode_slice_real_count(threshold: int) -> Implementation:
 
 
 def ref_topk_decode():
-    from kernels.topk import torch as topk_ref
-
     def decode(*args):
         return topk_ref.top_k_per_row_decode(*args)
     return decode

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from harness.faults import fault
-from harness.registry import Implementation
+from harness.core.faults import SeededFaults
+from harness.core.registry import Implementation
 from kernels.mhc import torch as ref
+
+FAULTS = SeededFaults()
 
 
 def _impl(op: str, name: str, fn, **kw) -> Implementation:
     return Implementation(op=op, name=name, fn=fn, source=__name__, **kw)
 
 
-@fault("gemm_fp16_above_T", "mhc_pre", "large-token precision", "precision_growth")
+@FAULTS.seed("gemm_fp16_above_T", "mhc_pre", "large-token precision", "precision_growth")
 def gemm_fp16_above_t(threshold: int) -> Implementation:
     """Like a kernel whose large-T path loads ``fn`` as fp16 for the tensor cores: inside the
     TF32 bound (a TF32-declared kernel could ship it), but its per-token error jumps above
@@ -42,7 +44,7 @@ def _pre_from_parts(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sin
     return post, comb, li
 
 
-@fault("bf16_products_above_T", "mhc_pre", "large-token precision in ulps", "precision_growth")
+@FAULTS.seed("bf16_products_above_T", "mhc_pre", "large-token precision in ulps", "precision_growth")
 def bf16_products_above_t(threshold: int) -> Implementation:
     """Above ``threshold`` tokens, ``layer_input`` sums its gated streams from products rounded
     to bf16 (a path that multiplies in bf16 before accumulating): 38% of its elements are an ulp
@@ -58,7 +60,7 @@ def bf16_products_above_t(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-bf16-products-above-T", mhc_pre)
 
 
-@fault("last_tile_gemm_fp16_above_T", "mhc_pre", "large-token precision in a few tokens",
+@FAULTS.seed("last_tile_gemm_fp16_above_T", "mhc_pre", "large-token precision in a few tokens",
        "precision_growth")
 def last_tile_gemm_fp16_above_t(threshold: int) -> Implementation:
     """Above ``threshold`` tokens, the partial last tile of 128 tokens takes a path that loads
@@ -76,7 +78,7 @@ def last_tile_gemm_fp16_above_t(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-last-tile-gemm-fp16-above-T", mhc_pre)
 
 
-@fault("reduction_order_depends_on_T", "mhc_pre", "batch dependence", "batch_invariance")
+@FAULTS.seed("reduction_order_depends_on_T", "mhc_pre", "batch dependence", "batch_invariance")
 def reduction_order_depends_on_t(threshold: int) -> Implementation:
     """Claims bitwise batch invariance but picks its split-K from T (a heuristic that changes
     the summation order, so a token's bits change with the batch it is in)."""
@@ -89,7 +91,7 @@ def reduction_order_depends_on_t(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-reduction-order-depends-on-T", mhc_pre, batch_invariant=True)
 
 
-@fault("sum_of_squares_race", "mhc_pre", "intermittent race", "determinism")
+@FAULTS.seed("sum_of_squares_race", "mhc_pre", "intermittent race", "determinism")
 def sum_of_squares_race(threshold: int) -> Implementation:
     """ROCm/aiter PR 3033: the lane holding row 0's sum of squares also wrote row 16's slot,
     depending on scheduling. Here the race loses on every third call, starting with the second:
@@ -108,7 +110,7 @@ def sum_of_squares_race(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-sum-of-squares-race", mhc_pre)
 
 
-@fault("block_m_carry_over_from_1024", "mhc_pre", "dispatch threshold", "dispatch_thresholds")
+@FAULTS.seed("block_m_carry_over_from_1024", "mhc_pre", "dispatch threshold", "dispatch_thresholds")
 def block_m_carry_over_from_1024(threshold: int) -> Implementation:
     """vLLM PR 49429: from 1024 tokens a block-M GEMM handles two rows per block and never
     clears the accumulator between them, so each odd row's mixes are the sum of both rows'."""
@@ -124,7 +126,7 @@ def block_m_carry_over_from_1024(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-block-m-carry-over-from-1024", mhc_pre)
 
 
-@fault("last_tile_transposed_above_4096", "mhc_post", "dispatch threshold", "dispatch_thresholds")
+@FAULTS.seed("last_tile_transposed_above_4096", "mhc_post", "dispatch threshold", "dispatch_thresholds")
 def last_tile_transposed_above_4096(threshold: int) -> Implementation:
     """A path for more than 4096 tokens whose partial last tile (T % 128 tokens) reads the
     stream-mixing matrix transposed: every count the accuracy sweep of a CPU run uses is fine."""
@@ -138,7 +140,7 @@ def last_tile_transposed_above_4096(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-last-tile-transposed-above-4096", mhc_post)
 
 
-@fault("reads_neighbour_row", "mhc_post", "batch dependence", "batch_invariance")
+@FAULTS.seed("reads_neighbour_row", "mhc_post", "batch dependence", "batch_invariance")
 def reads_neighbour_row(threshold: int) -> Implementation:
     """An off-by-one row index: each token's output leaks a little of the next token's residual
     (wraps to itself for the last), so it depends on who its neighbours are."""
@@ -149,7 +151,7 @@ def reads_neighbour_row(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-reads-neighbour-row", mhc_post)
 
 
-@fault("unwritten_tail_tile", "mhc_post", "out-of-bounds / unwritten output", "poisoned_outputs")
+@FAULTS.seed("unwritten_tail_tile", "mhc_post", "out-of-bounds / unwritten output", "poisoned_outputs")
 def unwritten_tail_tile(threshold: int) -> Implementation:
     """Launches T // 16 tiles of 16 tokens and forgets the remainder: the last T % 16 rows of
     the output are whatever the allocator left there."""
@@ -162,7 +164,7 @@ def unwritten_tail_tile(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-unwritten-tail-tile", mhc_post)
 
 
-@fault("split_k_drops_last_split", "hc_head", "config dependence", "config_invariance")
+@FAULTS.seed("split_k_drops_last_split", "hc_head", "config dependence", "config_invariance")
 def split_k_drops_last_split(threshold: int) -> Implementation:
     """With n_splits > 1 the last K-split's partial is never added (a loop bound off by one)."""
     def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=1):
@@ -175,7 +177,7 @@ def split_k_drops_last_split(threshold: int) -> Implementation:
     return _impl("hc_head", "fault-split-k-drops-last-split", hc_head, knobs={"n_splits": (1, 4)})
 
 
-@fault("post_writes_residual", "mhc_post", "inputs clobbered", "inputs_unchanged")
+@FAULTS.seed("post_writes_residual", "mhc_post", "inputs clobbered", "inputs_unchanged")
 def post_writes_residual(threshold: int) -> Implementation:
     """Right output, but the residual stream it was given is overwritten in place (a kernel
     that reuses its input buffer as scratch): the next layer reads garbage."""
@@ -186,7 +188,7 @@ def post_writes_residual(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-post-writes-residual", mhc_post)
 
 
-@fault("host_sync_breaks_capture", "mhc_post", "CUDA-graph capture", "cuda_graph", needs_gpu=True)
+@FAULTS.seed("host_sync_breaks_capture", "mhc_post", "CUDA-graph capture", "cuda_graph", needs_gpu=True)
 def host_sync_breaks_capture(threshold: int) -> Implementation:
     """Right answers, but a finiteness check reads a flag back to the host after the kernel:
     eagerly a hidden sync, inside a CUDA graph capture an error (vLLM decode cannot use it)."""
@@ -198,7 +200,7 @@ def host_sync_breaks_capture(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-host-sync-breaks-capture", mhc_post)
 
 
-@fault("tail_tile_writes_past_residual", "mhc_post", "out-of-bounds write", "inputs_unchanged")
+@FAULTS.seed("tail_tile_writes_past_residual", "mhc_post", "out-of-bounds write", "inputs_unchanged")
 def tail_tile_writes_past_residual(threshold: int) -> Implementation:
     """Right output, but its partial last tile stores a full tile of scratch back into the
     residual buffer it was given, unmasked: the rows after the last token (another tensor's

@@ -1,0 +1,42 @@
+"""Seeded faults: one deliberately broken implementation per bug class, declared by the kernel
+family whose contract it breaks (``kernels/<family>/faults.py``).
+
+Each fault names the detector that must catch it. ``suites/test_detectors_fire.py`` (and the
+self-test command) run the detector against the fault and assert it is flagged, and against
+the correct kernels and assert they pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterator
+
+from harness.core.registry import Implementation
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    name: str
+    op: str
+    bug_class: str
+    detector: str
+    build: Callable[[int], Implementation]
+    """Takes the profile's baseline_max_tokens (so T-triggered faults trigger above it)."""
+    needs_gpu: bool = False
+    """Its detector only runs on a GPU (CUDA-graph capture); elsewhere it is reported not run."""
+
+
+class SeededFaults:
+    """A family's faults, in declaration order; ``@FAULTS.seed(...)`` declares one."""
+
+    def __init__(self) -> None:
+        self._faults: list[Fault] = []
+
+    def seed(self, name: str, op: str, bug_class: str, detector: str, needs_gpu: bool = False):
+        def decorator(build: Callable[[int], Implementation]):
+            self._faults.append(Fault(name, op, bug_class, detector, build, needs_gpu))
+            return build
+        return decorator
+
+    def __iter__(self) -> Iterator[Fault]:
+        return iter(self._faults)

@@ -1,0 +1,43 @@
+"""Collecting the kernel families: the engine's only way into ``kernels``.
+
+``load()`` turns the Triton interpreter on where needed (before any ``@triton.jit`` runs),
+imports the ``kernels`` package (every family registers its specs and implementations) and the
+vendor adapters, and is installed as the registry's loader, so the first question to the
+registry loads them. Nothing here names a family: a new ``kernels/<family>`` listed in
+``kernels.FAMILIES`` is collected as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from harness.core import registry
+from harness.core.device import configure_triton
+from harness.core.faults import Fault
+from harness.core.family import Family, Probe
+
+_FAMILIES: tuple[Family, ...] | None = None
+
+
+def load() -> tuple[Family, ...]:
+    global _FAMILIES
+    if _FAMILIES is None:
+        configure_triton()
+        kernels = importlib.import_module("kernels")
+        _FAMILIES = tuple(kernels.FAMILIES)
+        from harness.adapters import load_all
+
+        load_all()
+    return _FAMILIES
+
+
+def all_faults() -> list[Fault]:
+    return [f for family in load() for f in family.seeded_faults()]
+
+
+def probes() -> dict[str, Probe]:
+    """Detector name -> probe, over every family."""
+    return {name: probe for family in load() for name, probe in family.probes.items()}
+
+
+registry.use_loader(load)

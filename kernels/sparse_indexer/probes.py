@@ -1,0 +1,64 @@
+"""Self-test probes of the sparse-attention indexer: its ops one by one (``indexer_checks``) and
+the whole indexer step (``indexer_step``)."""
+
+from __future__ import annotations
+
+from harness.core.family import Probe
+from harness.core.registry import Implementation, records
+from harness.core.results import Finding
+from harness.core.specs import Case, OpSpec
+from kernels.sparse_indexer.step import STEP_OPS, decode_rows, judge_step, make_step, \
+    reference_step, run_step
+
+INDEXER_CHECKS = Probe(
+    passes="bit-exact quantisation, mask and logits bounds hold",
+    cases={
+        "fp8_quantize_k": ((37, ()), (9, (("scale_fmt", "ue8m0"),))),
+        "fp8_quantize_q": ((13, (("heads", 4),)),),
+        "indexer_k_quant_and_cache": ((70, ()), (20, (("scale_fmt", "ue8m0"),))),
+        "fp8_mqa_logits": ((29, (("heads", 4), ("seqs", 3), ("n", 200))),
+                           (16, (("heads", 8), ("seqs", 1), ("n", 0)))),
+        "fp8_paged_mqa_logits": ((12, (("heads", 4), ("next_n", 2), ("n", 300))),
+                                 (7, (("heads", 4), ("n", 130)))),
+    })
+"""Small indexer cases: ragged windows with context, a query row that sees a single key, next_n
+draft rows, shuffled block tables over a cache full of garbage bytes."""
+
+STEP_PROBES = (
+    (("batch", 3), ("next_n", 2), ("pad", 2), ("prefill", 9), ("seqs", 2), ("n", 300),
+     ("heads", 4), ("k", 32)),
+    (("batch", 2), ("next_n", 4), ("pad", 1), ("n", 200), ("heads", 4), ("k", 16),
+     ("data", "exact")),
+)
+"""Mixed prefill + decode with graph padding and next_n > 1; the exact-data step must select the
+reference's top-k up to ties."""
+
+
+def indexer_step(spec: OpSpec, impl: Implementation, profile, base: Case) -> Finding:
+    """The whole indexer step with ``impl`` as its ``impl.op`` piece (every other piece from the
+    same implementation name where it exists, else the torch reference)."""
+    impls = {}
+    for op in STEP_OPS:
+        rec = records(op).get(impl.name)
+        impls[op] = rec.fn if rec is not None and rec.available else records(op)["torch"].fn
+    impls[impl.op] = impl.fn
+    view = getattr(impl.fn, "step_decode_view", decode_rows)
+    rows, problems = [], []
+    for params in STEP_PROBES:
+        case = Case("fp8_paged_mqa_logits", 0, 0, base.seed, base.device, params)
+        batch = make_step(case)
+        try:
+            row = judge_step(batch, run_step(batch, impls, decode_view=view), reference_step(batch))
+        except Exception as exc:  # a crash of the step is a finding, not a pass
+            row = {"passed": False, "detail": f"step raised {type(exc).__name__}: {exc}"}
+        rows.append({"op": impl.op, "impl": impl.name, "case": case.id, "check": "indexer_step",
+                     "output": "topk_indices_buffer", **row,
+                     "verdict": "pass" if row["passed"] else "fail"})
+        if not row["passed"]:
+            problems.append(f"{case.id}: {row['detail']}")
+    message = "; ".join(problems) if problems else "step selects the top-k, padding rows -1, guards intact"
+    return Finding("indexer_step", impl.op, impl.name, not problems, message, rows)
+
+
+INDEXER_STEP = Probe(passes="step selects the top-k, padding rows -1, guards intact",
+                     run=indexer_step)

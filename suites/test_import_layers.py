@@ -1,0 +1,131 @@
+"""The architecture, as imports: the core knows no kernel, the kernels know only the core, the
+engine collects families without naming one, and no module imports itself back through others.
+
+Layers, lowest first (every import in a module counts, also one inside a function):
+
+- ``harness.core``: ops, cases, specs, registry, metrics, tolerances, result rows, faults, family;
+- ``kernels``: one package per family, importing the core and other families;
+- ``harness.adapters``: vendor implementations, importing the core and the families' contracts;
+- the engine, the rest of ``harness``: evaluation, detectors, selftest, reports, CLI; it reaches
+  the kernels only through ``harness.families`` (``kernels.FAMILIES``).
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "kernels")
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: pathlib.Path, known: set[str]) -> set[str]:
+    """Our modules ``path`` imports: ``from a.b import c`` names ``a.b.c`` when that is a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in known else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m in known}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    known = set(files)
+    return {name: _imports(path, known) - {name} for name, path in files.items()}
+
+
+def layer(module: str) -> str:
+    for prefix, name in (("harness.core", "core"), ("harness.adapters", "adapters"),
+                         ("kernels", "kernels"), ("harness", "engine")):
+        if module == prefix or module.startswith(prefix + "."):
+            return name
+    raise ValueError(module)
+
+
+ALLOWED = {
+    "core": {"core"},
+    "kernels": {"core", "kernels"},
+    "adapters": {"core", "kernels", "adapters"},
+    "engine": {"core", "adapters", "engine"},
+}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+GRAPH = import_graph()
+
+
+@pytest.mark.parametrize("lower", ["core", "kernels", "adapters", "engine"])
+def test_each_layer_imports_only_what_is_below_it(lower):
+    reaching_up = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if layer(m) == lower
+                         for d in deps if layer(d) not in ALLOWED[lower])
+    assert not reaching_up, (f"{lower} modules import outside {sorted(ALLOWED[lower])}: "
+                             + "; ".join(reaching_up)
+                             + ". Move the shared piece down a layer (harness/core, or the "
+                               "family under kernels/) instead of importing upwards.")
+
+
+def test_no_import_circle():
+    cycles = import_cycles(GRAPH)
+    assert not cycles, ("modules that import each other (directly or through others): "
+                        + "; ".join(" <-> ".join(c) for c in cycles)
+                        + ". Move what both need into a module neither imports.")
+
+
+def test_the_checks_see_a_circle_and_an_upward_import():
+    graph = {"harness.core.a": {"harness.core.b"}, "harness.core.b": {"harness.evaluate"},
+             "harness.evaluate": {"harness.core.a"}}
+    assert import_cycles(graph) == [["harness.core.a", "harness.core.b", "harness.evaluate"]]
+    assert layer("harness.evaluate") not in ALLOWED[layer("harness.core.b")]
+    assert GRAPH["harness.families"] and "kernels" not in GRAPH["harness.families"]
