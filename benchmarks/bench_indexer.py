@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 import triton.testing
 
+from harness import families
 from harness.core.registry import implementations
 from harness.core.specs import Case, get_spec
 
@@ -60,6 +61,7 @@ def paged_inputs(batch: int, context: int) -> tuple[dict, float]:
 
 
 def main() -> pd.DataFrame:
+    families.load()
     if not torch.cuda.is_available():
         raise SystemExit("bench_indexer needs a GPU")
     roof = roofline()
@@ -75,7 +77,7 @@ def main() -> pd.DataFrame:
             if name not in ("torch", "triton", "triton-bf16"):
                 continue
             try:
-                args = tuple(inputs.values())
+                args = get_spec(op).arguments(inputs)
                 ms = triton.testing.do_bench(lambda fn=fn, args=args: fn(*args), warmup=5, rep=30)
             except torch.OutOfMemoryError:
                 rows.append({"op": op, "shape": label, "impl": name, "ms": float("nan"),

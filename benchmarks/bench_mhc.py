@@ -13,6 +13,7 @@ import argparse
 import pandas as pd
 import torch
 
+from harness import families
 from harness.core.registry import implementations
 from harness.core.specs import Case, get_spec
 
@@ -31,6 +32,7 @@ def bench(fn, args, warmup: int = 3, rep: int = 20) -> float:
 
 
 def main(argv=None) -> pd.DataFrame:
+    families.load()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hidden", type=int, default=7168)
     ap.add_argument("--tokens", type=int, nargs="+", default=[1, 128, 8192, 65536])

@@ -32,6 +32,7 @@ from bandwidth import main as copy_bandwidth  # noqa: E402
 from bench_indexer import paged_inputs  # noqa: E402
 from bench_mhc import ideal_bytes  # noqa: E402
 
+from harness import families  # noqa: E402
 from harness.core.registry import records  # noqa: E402
 from harness.core.specs import Case, get_spec  # noqa: E402
 
@@ -85,14 +86,15 @@ def cases():
         yield "hc_head", f"T={t} H={h}", lambda t=t, h=h: hc_head_case(t, h)
 
 
-def time_ms(fn, inputs) -> float:
+def time_ms(op: str, fn, inputs) -> float:
     import triton.testing
 
-    args = list(inputs.values())
+    args = get_spec(op).arguments(inputs)
     return triton.testing.do_bench(lambda: fn(*args), warmup=5, rep=30)
 
 
 def main(argv=None) -> pd.DataFrame:
+    families.load()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
@@ -113,7 +115,7 @@ def main(argv=None) -> pd.DataFrame:
                              "note": f"not run: {impl.reason if impl else 'not registered'}"[:90]})
                 continue
             try:
-                times[name] = time_ms(impl.fn, inputs)
+                times[name] = time_ms(op, impl.fn, inputs)
             except torch.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 rows.append({"op": op, "shape": label, "impl": name, "ms": None, "note": "OOM"})

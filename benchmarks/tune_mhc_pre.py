@@ -14,6 +14,7 @@ import triton
 import triton.testing
 
 from kernels.mhc import triton as k
+from harness import families
 from harness.core.specs import Case, get_spec
 
 
@@ -54,6 +55,7 @@ def epilogue_rows(spec, t, h=7168, m=4):
 
 
 def main():
+    families.load()
     rows = []
     spec = get_spec("mhc_pre")
     for t in (128, 8192, 65536):

@@ -48,7 +48,7 @@ def test_edge_batches(op, tokens, params, impl, device, record):
 def test_padded_requests_with_no_context_are_all_minus_inf(impl, device):
     inputs = _paged_inputs(device)
     inputs["context_lens"][1] = 0
-    out = records("fp8_paged_mqa_logits")[impl].fn(*inputs.values())
+    out = get_spec("fp8_paged_mqa_logits").call(records("fp8_paged_mqa_logits")[impl].fn, inputs)
     assert torch.isneginf(out[2:4]).all(), "rows of a request with context 0 must be -inf"
     assert torch.isfinite(out[0, :int(inputs["context_lens"][0]) - 1]).all()
 
@@ -72,7 +72,7 @@ def test_mqa_rejects_bad_arguments(case):
         args = _mqa_inputs()
         mutate(args)
         with pytest.raises(ContractError, match=message):
-            fn(*args.values())
+            get_spec("fp8_mqa_logits").call(fn, args)
 
 
 BAD_PAGED = {
@@ -93,7 +93,7 @@ def test_paged_rejects_bad_arguments(case):
         args = _paged_inputs()
         mutate(args)
         with pytest.raises(ContractError, match=message):
-            fn(*args.values())
+            get_spec("fp8_paged_mqa_logits").call(fn, args)
 
 
 @pytest.mark.implementation("torch", "triton")

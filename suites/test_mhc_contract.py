@@ -7,6 +7,7 @@ import torch
 from harness.detectors import outputs_agree
 from harness.core.ops import MHC_OPS
 from harness.core.registry import implementations
+from harness.core.specs import get_spec
 from kernels.mhc.validate import ContractError
 
 OPS = MHC_OPS
@@ -50,9 +51,10 @@ def test_fused_equals_post_then_pre(target):
     spec = target.spec
     inputs = spec.make_inputs(target.case)
     fused = spec.run(target.impl.fn, inputs)
-    args = list(inputs.values())
-    new_residual = post(*args[:4])
-    separate = dict(zip(spec.outputs, (new_residual, *pre(new_residual, *args[4:]))))
+    post_spec, pre_spec = get_spec("mhc_post"), get_spec("mhc_pre")
+    new_residual = post_spec.call(post, post_spec.own_inputs(inputs))
+    pre_outputs = pre_spec.call(pre, {**pre_spec.own_inputs(inputs), "residual": new_residual})
+    separate = dict(zip(spec.outputs, (new_residual, *pre_outputs)))
     assert not outputs_agree(spec, fused, separate, bitwise=False)
 
 
@@ -75,4 +77,4 @@ def test_bad_input_raises_clear_error(target):
     inputs = target.spec.make_inputs(target.case)
     for _what, bad, word in _bad_inputs(target.op, inputs):
         with pytest.raises(ContractError, match=word):
-            target.impl.fn(*bad.values())
+            target.spec.call(target.impl.fn, bad)

@@ -52,8 +52,8 @@ def test_mixed_prefill_and_decode_share_one_buffer(name, prefill_rows, batch, ne
     buf = guarded_buffer(prefill_rows + dec_rows + pad, k, 0, dev)
     buf.fill_(-1)
     pre_view, dec_view = buf[:prefill_rows], buf[prefill_rows:]
-    implementations(TOPK_OPS[0])[name](*{**pre_in, "indices": pre_view}.values())
-    implementations(TOPK_OPS[1])[name](*{**dec_in, "indices": dec_view}.values())
+    pre_spec.call(implementations(TOPK_OPS[0])[name], {**pre_in, "indices": pre_view})
+    dec_spec.call(implementations(TOPK_OPS[1])[name], {**dec_in, "indices": dec_view})
     base = buf._base
     inner = torch.zeros_like(base, dtype=torch.bool)
     inner[2:2 + buf.shape[0], 2:2 + k] = True

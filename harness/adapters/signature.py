@@ -2,7 +2,7 @@
 
 A vendor's signature is read with :mod:`inspect` when the adapter loads, so a release that
 renames, reorders or adds a parameter is seen there instead of at a wrong positional call.
-The contract's signature is the harness's torch reference of the op. ``aliases`` maps a vendor
+The contract's signature is the one the op's spec declares (``OpSpec.signature``). ``aliases`` maps a vendor
 parameter name onto a contract one (vLLM's ``rms_norm_eps`` is the contract's ``rms_eps``); a
 vendor parameter named ``out`` is a caller-made output buffer, allocated by ``make_out``.
 """
@@ -13,11 +13,11 @@ import functools
 import inspect
 from typing import Any, Callable, Mapping
 
+from harness.core.specs import get_spec
+
 
 def contract_signature(op: str) -> inspect.Signature:
-    from harness.core.registry import REFERENCE, get
-
-    return inspect.signature(get(op, REFERENCE).fn)
+    return get_spec(op).signature
 
 
 def bind_by_name(op: str, fn: Callable, *, aliases: Mapping[str, str] | None = None,

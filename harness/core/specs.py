@@ -8,6 +8,7 @@ Specs register themselves by op name (``register_spec``); suites and detectors l
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, Callable, Sequence
 
 import torch
@@ -54,14 +55,26 @@ class ContractError(ValueError):
     shipped kernels with a message naming the argument and the fix."""
 
 
+def contract(*required: str, **optional: Any) -> inspect.Signature:
+    """An op's signature as the contract states it: the ``required`` arguments in order, then
+    the ``optional`` ones with their defaults."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([inspect.Parameter(n, kind) for n in required]
+                             + [inspect.Parameter(n, kind, default=d) for n, d in optional.items()])
+
+
 class OpSpec:
-    """Base class. Subclasses set ``op``, ``outputs``, ``output_dtypes``, ``token_args`` and
-    implement ``make_inputs`` and ``_reference``.
+    """Base class. Subclasses set ``op``, ``signature``, ``outputs``, ``output_dtypes``,
+    ``token_args`` and implement ``make_inputs`` and ``_reference``.
 
     Every input in ``token_args`` has tokens on dim 0, and so does every output: that is what lets
     the engine slice a batch and embed tokens into other batches generically.
     """
     op: str = ""
+    signature: inspect.Signature = inspect.Signature()
+    """The op's arguments (../shared/spec/ops.md). Inputs are dicts keyed by these names and are
+    bound to them by name, whatever the dict's order; a split-K knob the contract names
+    (``n_splits``) is an optional parameter."""
     outputs: tuple[str, ...] = ()
     output_dtypes: dict[str, torch.dtype] = {}
     token_args: tuple[str, ...] = ()
@@ -102,8 +115,26 @@ class OpSpec:
                 f"{len(result)}")
         return dict(zip(self.outputs, result))
 
+    def arguments(self, inputs: dict[str, Any]) -> tuple:
+        """``inputs`` bound to the signature by name, as the positional arguments in contract
+        order (how vLLM calls these ops); a missing or unknown name is an error naming it."""
+        try:
+            return self.signature.bind(**inputs).args
+        except TypeError as exc:
+            raise TypeError(f"{self.op}{self.signature} cannot take the inputs "
+                            f"{sorted(inputs)}: {exc}. Name every argument as the contract "
+                            "does (../shared/spec/ops.md)") from None
+
+    def own_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The entries of ``inputs`` this op takes (e.g. mhc_post's out of a fused op's)."""
+        return {name: inputs[name] for name in self.signature.parameters if name in inputs}
+
+    def call(self, fn: Callable, inputs: dict[str, Any], **knobs: Any) -> Any:
+        """``fn`` called on ``inputs`` bound by name; ``knobs`` go as keywords."""
+        return fn(*self.arguments(inputs), **knobs)
+
     def run(self, fn: Callable, inputs: dict[str, Any], **knobs: Any) -> dict[str, torch.Tensor]:
-        """Call ``fn`` positionally in contract order, as vLLM does."""
+        """Call ``fn`` on fresh copies of its in-place buffers and name its outputs."""
         call = self.prepare(inputs)
         return self.collect(call, self.launch(fn, call, **knobs))
 
@@ -115,7 +146,7 @@ class OpSpec:
     def launch(self, fn: Callable, call: dict[str, Any], **knobs: Any) -> Any:
         """The call and nothing else: what a CUDA graph captures (no host work of the
         harness's own in between)."""
-        return fn(*call.values(), **knobs)
+        return self.call(fn, call, **knobs)
 
     def collect(self, call: dict[str, Any], result: Any) -> dict[str, torch.Tensor]:
         """The named outputs of a finished call (may read back to the host)."""

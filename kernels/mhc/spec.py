@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from harness.core.specs import Case, OpSpec, generator, register_spec
+from harness.core.specs import Case, OpSpec, contract, generator, register_spec
 from kernels.mhc import tolerances as mhc_tolerances
 from kernels.mhc.torch import (hc_head_compute, mhc_post_compute, mhc_pre_compute, sinkhorn)
 
@@ -61,6 +61,8 @@ def post_inputs(case: Case, m: int) -> dict:
 
 class MhcPreSpec(OpSpec):
     op = "mhc_pre"
+    signature = contract("residual", "fn", "hc_scale", "hc_base", "rms_eps", "hc_pre_eps",
+                         "hc_sinkhorn_eps", "hc_post_mult_value", "sinkhorn_repeat", n_splits=1)
     tolerances = mhc_tolerances.for_op("mhc_pre")
     outputs = ("post_mix", "comb_mix", "layer_input")
     output_dtypes = {"post_mix": torch.float32, "comb_mix": torch.float32,
@@ -73,12 +75,13 @@ class MhcPreSpec(OpSpec):
         return {"residual": streams(case, 0, m), **pre_params(case, m)}
 
     def _reference(self, inputs: dict) -> dict:
-        return dict(zip(self.outputs, mhc_pre_compute(*inputs.values(), compute_dtype=F64,
+        return dict(zip(self.outputs, mhc_pre_compute(*self.arguments(inputs), compute_dtype=F64,
                                                       round_output=False)))
 
 
 class MhcPostSpec(OpSpec):
     op = "mhc_post"
+    signature = contract("x", "residual", "post_layer_mix", "comb_res_mix")
     tolerances = mhc_tolerances.for_op("mhc_post")
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
@@ -89,11 +92,14 @@ class MhcPostSpec(OpSpec):
         return post_inputs(case, case.param("hc_mult", HC_MULT))
 
     def _reference(self, inputs: dict) -> dict:
-        return {"out": mhc_post_compute(*inputs.values(), compute_dtype=F64, round_output=False)}
+        return {"out": mhc_post_compute(*self.arguments(inputs), compute_dtype=F64, round_output=False)}
 
 
 class MhcFusedPostPreSpec(OpSpec):
     op = "mhc_fused_post_pre"
+    signature = contract("x", "residual", "post_layer_mix", "comb_res_mix", "fn", "hc_scale",
+                         "hc_base", "rms_eps", "hc_pre_eps", "hc_sinkhorn_eps",
+                         "hc_post_mult_value", "sinkhorn_repeat", n_splits=1)
     tolerances = mhc_tolerances.for_op("mhc_fused_post_pre")
     outputs = ("new_residual", "post_mix", "comb_mix", "layer_input")
     output_dtypes = {"new_residual": torch.bfloat16, **MhcPreSpec.output_dtypes}
@@ -136,6 +142,7 @@ class MhcFusedPostPreSpec(OpSpec):
 
 class HcHeadSpec(OpSpec):
     op = "hc_head"
+    signature = contract("hidden_states", "hc_fn", "hc_scale", "hc_base", "rms_eps", "hc_eps")
     tolerances = mhc_tolerances.for_op("hc_head")
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
@@ -154,7 +161,7 @@ class HcHeadSpec(OpSpec):
         }
 
     def _reference(self, inputs: dict) -> dict:
-        return {"out": hc_head_compute(*inputs.values(), compute_dtype=F64, round_output=False)}
+        return {"out": hc_head_compute(*self.arguments(inputs), compute_dtype=F64, round_output=False)}
 
 
 for _spec in (MhcPreSpec(), MhcPostSpec(), MhcFusedPostPreSpec(), HcHeadSpec()):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
-from harness.core.specs import Case, ContractViolation, OpSpec, generator, register_spec
+from harness.core.specs import Case, ContractViolation, OpSpec, contract, generator, register_spec
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.validate import FP8, SCALE_BYTES
 
@@ -171,6 +171,7 @@ def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, dim
 
 class QuantizeKSpec(OpSpec):
     op = "fp8_quantize_k"
+    signature = contract("k", scale_fmt=None)
     outputs = ("values", "scale")
     output_dtypes = {"values": FP8, "scale": torch.float32}
     token_args = ("k",)
@@ -196,6 +197,7 @@ class QuantizeKSpec(OpSpec):
 
 class QuantizeQSpec(QuantizeKSpec):
     op = "fp8_quantize_q"
+    signature = contract("q", "weights", "softmax_scale")
     outputs = ("values", "weights")
     output_dtypes = {"values": FP8, "weights": torch.float32}
     token_args = ("q", "weights")
@@ -226,6 +228,7 @@ class QuantAndCacheSpec(OpSpec):
     """Writes through ``slot_mapping`` into a cache of garbage bytes: the whole cache must equal
     the reference's, so a write to a wrong slot, a -1 slot, or the wrong half of a block fails."""
     op = "indexer_k_quant_and_cache"
+    signature = contract("k", "kv_cache", "slot_mapping", "quant_block_size", "scale_fmt")
     outputs = ("kv_cache",)
     output_dtypes = {"kv_cache": torch.uint8}
     token_args = ("k", "slot_mapping")
@@ -282,6 +285,7 @@ def quantized_q(case: Case, rows: int, heads: int):
 
 class MqaLogitsSpec(OpSpec):
     op = "fp8_mqa_logits"
+    signature = contract("q", "kv", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
     outputs = ("logits",)
     output_dtypes = {"logits": torch.float32}
     token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
@@ -330,6 +334,8 @@ def _f64_logits(q, k, k_scale, weights, ks, ke) -> torch.Tensor:
 
 class PagedMqaLogitsSpec(MqaLogitsSpec):
     op = "fp8_paged_mqa_logits"
+    signature = contract("q", "kv_cache", "weights", "context_lens", "block_tables",
+                         "max_model_len")
     token_args = ()
 
     def token_count(self, inputs) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
-from harness.core.specs import Case, OpSpec, generator, register_spec
+from harness.core.specs import Case, OpSpec, contract, generator, register_spec
 from kernels.topk.compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
 from kernels.topk.torch import select_into
 from kernels.topk.validate import decode_row_ends
@@ -97,6 +97,8 @@ class _TopKSpec(OpSpec):
 
 class TopKPrefillSpec(_TopKSpec):
     op = "top_k_per_row_prefill"
+    signature = contract("logits", "row_starts", "row_ends", "indices", "num_rows", "stride0",
+                         "stride1", "top_k")
     token_args = ("logits", "row_starts", "row_ends")
 
     def make_inputs(self, case: Case) -> dict:
@@ -114,6 +116,8 @@ class TopKPrefillSpec(_TopKSpec):
 
 class TopKDecodeSpec(_TopKSpec):
     op = "top_k_per_row_decode"
+    signature = contract("logits", "next_n", "seq_lens", "indices", "num_rows", "stride0",
+                         "stride1", "top_k")
     token_args = ("logits",)
 
     def make_inputs(self, case: Case) -> dict:
