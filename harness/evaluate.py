@@ -9,8 +9,8 @@ import torch
 
 from harness.core.metrics import differing_bytes, differing_tokens
 from harness.core.registry import Implementation
-from harness.core.results import KNOWN_DEVIATION, verdict
-from harness.core.specs import Case, ContractViolation, OpSpec
+from harness.core.results import KNOWN_DEVIATION, result_row
+from harness.core.specs import Case, Comparison, ContractViolation, OpSpec
 
 
 @dataclasses.dataclass
@@ -104,7 +104,7 @@ def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
 
 
 def compare_runs(spec: OpSpec, case: Case, impl: str, first: dict, later: dict,
-                 run: int, base: dict) -> list[dict]:
+                 run: int) -> list[dict]:
     """One row per output: does run ``run`` (2, 3, ...) reproduce the first run's bits?"""
     rows = []
     for name in spec.outputs:
@@ -119,24 +119,18 @@ def compare_runs(spec: OpSpec, case: Case, impl: str, first: dict, later: dict,
             detail = (f"nondeterministic: run {run} differs from run 1 in {len(tokens)} of "
                       f"{a.shape[0] if a.dim() else 1} tokens (first: "
                       f"{', '.join(map(str, tokens[:8]))}){diff}")
-        rows.append({**base, "check": "determinism", "output": name,
-                     "verdict": "fail" if tokens else "pass", "detail": detail,
-                     "runs": run, "worst_token": tokens[0] if tokens else None})
+        rows.append(result_row(case, impl, "determinism", name, passed=not tokens, detail=detail,
+                               runs=run, worst_token=tokens[0] if tokens else None))
     return rows
 
 
-def _run_again(spec, impl, case, inputs, first, run, base, knobs) -> list[dict]:
+def _run_again(spec, impl, case, inputs, first, run, knobs) -> list[dict]:
     try:
         later = spec.run(impl.fn, inputs, **knobs)
     except ContractViolation as exc:
-        return [{**base, "check": "determinism", "output": "*", "verdict": "fail",
-                 "detail": f"run {run} broke the contract after run 1 did not: {exc}"}]
-    return compare_runs(spec, case, impl.name, first, later, run, base)
-
-
-def case_fields(case: Case, impl: str, check: str) -> dict:
-    return {"op": case.op, "impl": impl, "case": case.id, "tokens": case.tokens,
-            "hidden": case.hidden, "check": check}
+        return [result_row(case, impl.name, "determinism", "*", passed=False,
+                           detail=f"run {run} broke the contract after run 1 did not: {exc}")]
+    return compare_runs(spec, case, impl.name, first, later, run)
 
 
 def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None = None,
@@ -152,41 +146,41 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     inputs = spec.make_inputs(case) if inputs is None else inputs
     ref = spec.reference(inputs) if ref is None else ref
     inputs, guards = with_guard_rows(spec, inputs)
-    base = case_fields(case, impl.name, check)
     before = {name: t.detach().clone() for name, t in tensors_of(inputs).items()}
     try:
-        outputs = spec.run(impl.fn, inputs, **knobs)
+        call = spec.prepare(inputs)
+        outputs = spec.collect(call, spec.launch(impl.fn, call, **knobs))
     except ContractViolation as exc:
-        rows = [{**base, "output": "*", "verdict": "fail", "detail": str(exc)}]
+        rows = [result_row(case, impl.name, check, "*", passed=False, detail=str(exc))]
         _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=ref,
                 outputs={}, rows=rows, knobs=knobs)
         return Evaluation(case, impl.name, {}, rows)
-    raw_ref = ref
-    ref = spec.for_implementation(spec.refine_reference(inputs, outputs, ref), impl)
+    comparison = Comparison(inputs, outputs, spec.refine_reference(inputs, outputs, ref), impl)
     rows = []
     deviation = next(iter(impl.deviations_for(case)), None)
-    for row in spec.compare(outputs, ref):
-        passed = row.pop("passed")
+    for judged in spec.compare(comparison) + spec.extra_checks(call):
+        passed = judged.pop("passed")
         if not passed and deviation is not None:
-            rows.append({**base, **row, "verdict": KNOWN_DEVIATION,
-                         "known_deviation": deviation.reason})
+            rows.append(result_row(case, impl.name, check, verdict=KNOWN_DEVIATION,
+                                   known_deviation=deviation.reason, **judged))
             continue
-        rows.append({**base, **row, "verdict": verdict(passed)})
+        rows.append(result_row(case, impl.name, check, passed=passed, **judged))
     past_the_end = guard_rows_written(guards)
     if past_the_end:
-        rows.append({**base, "output": "guard", "verdict": "fail",
-                     "detail": "the implementation wrote past the end of its inputs: "
-                               + ", ".join(past_the_end)})
+        rows.append(result_row(case, impl.name, check, "guard", passed=False,
+                               detail="the implementation wrote past the end of its inputs: "
+                                      + ", ".join(past_the_end)))
     changed = inputs_changed(before, inputs)
     if changed:
-        rows.append({**base, "output": "inputs", "verdict": "fail",
-                     "detail": "the implementation wrote into its inputs: " + ", ".join(changed)})
+        rows.append(result_row(case, impl.name, check, "inputs", passed=False,
+                               detail="the implementation wrote into its inputs: "
+                                      + ", ".join(changed)))
         for name, saved in before.items():  # later checks on these inputs see them as generated
             target = tensors_of(inputs).get(name)
             if target is not None:
                 target.copy_(saved)
     for run in range(2, runs + 1):
-        rows += _run_again(spec, impl, case, inputs, outputs, run, base, knobs)
-    _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=raw_ref,
+        rows += _run_again(spec, impl, case, inputs, outputs, run, knobs)
+    _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=ref,
             outputs=outputs, rows=rows, knobs=knobs)
     return Evaluation(case, impl.name, outputs, rows)

@@ -15,6 +15,7 @@ recall legitimately (0.92 on a 4-head CPU case where k exceeds the positive logi
 import pytest
 
 from harness.core.registry import implementations
+from harness.core.results import result_row
 from harness.core.specs import Case
 from kernels.sparse_indexer.step import STEP_OPS, judge_step, make_step, reference_step, run_step
 
@@ -48,7 +49,6 @@ def test_step_selects_reference_topk(impl, data, mix, device, record):
     b = make_step(case)
     impls = {op: implementations(op)[impl] for op in STEP_OPS}
     row = judge_step(b, run_step(b, impls), reference_step(b))
-    record([{"op": "indexer_step", "impl": impl, "case": case.id, "check": "indexer_step",
-             "output": "topk_indices_buffer", "tokens": b.num_tokens, **row,
-             "verdict": "pass" if row["passed"] else "fail"}])
+    record([result_row(case, impl, "indexer_step", "topk_indices_buffer", op="indexer_step",
+                       tokens=b.num_tokens, **row)])
     assert row["passed"], f"{case.id} [{impl}]: {row['detail']}"

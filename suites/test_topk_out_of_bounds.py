@@ -10,8 +10,8 @@ from harness import sanitize
 from harness.evaluate import evaluate
 from harness.core.ops import TOPK_OPS
 from harness.core.registry import implementations
-from harness.core.specs import Case, get_spec
-from kernels.topk.compare import SENTINEL, compare_topk, guarded_buffer
+from harness.core.specs import Case, Comparison, get_spec
+from kernels.topk.compare import SENTINEL, guarded_buffer
 
 OPS = TOPK_OPS
 
@@ -60,10 +60,9 @@ def test_mixed_prefill_and_decode_share_one_buffer(name, prefill_rows, batch, ne
     assert bool((base[~inner] == SENTINEL).all()), "a guard cell around the shared buffer changed"
     assert bool((dec_view[dec_rows:] == -1).all()), "padded decode rows were written"
     for spec, inputs, view in ((pre_spec, pre_in, pre_view), (dec_spec, dec_in, dec_view)):
-        ref = spec.reference(inputs)
         rows = int(inputs["num_rows"])
-        row = compare_topk(view[:rows].clone(), ref["indices"], ref["_logits"], ref["_starts"],
-                           ref["_ends"], k)
+        [row] = spec.compare(Comparison(inputs, {"indices": view[:rows].clone()},
+                                        spec.reference(inputs)))
         assert row["passed"], f"{spec.op} [{name}] in the shared buffer: {row['detail']}"
 
 

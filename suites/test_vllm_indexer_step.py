@@ -14,6 +14,7 @@ import pathlib
 
 import pytest
 
+from harness.core.results import result_row
 from harness.core.specs import Case, ContractError
 from kernels.sparse_indexer.step import judge_step, make_step, reference_step
 
@@ -43,11 +44,15 @@ def installed():
         pytest.skip(str(exc))
 
 
-def _step(mix, device, data="exact"):
+def _case(mix, device, data="exact") -> Case:
     batch, next_n, pad, prefill, seqs = mix
-    return make_step(Case("fp8_paged_mqa_logits", 0, 0, 0, device, (
+    return Case("fp8_paged_mqa_logits", 0, 0, 0, device, (
         ("batch", batch), ("next_n", next_n), ("pad", pad), ("prefill", prefill), ("seqs", seqs),
-        ("n", 300), ("heads", 4), ("k", 32), ("data", data), ("block_size", 1))))
+        ("n", 300), ("heads", 4), ("k", 32), ("data", data), ("block_size", 1)))
+
+
+def _step(mix, device, data="exact"):
+    return make_step(_case(mix, device, data))
 
 
 def _judge(module, b, **kw) -> dict:
@@ -74,9 +79,9 @@ def test_vllm_indexer_step_selects_reference_topk(installed, mix, data, aiter_pr
                                                    device):
     b = _step(mix, device, data)
     row = _judge(installed, b, aiter_prefill_topk=aiter_prefill_topk)
-    record([{"op": "indexer_step", "impl": "vllm", "check": "indexer_step", "tokens": b.num_tokens,
-             "case": f"{mix}-{data}-{aiter_prefill_topk}", "output": "topk_indices_buffer",
-             "verdict": "pass" if row["passed"] else "fail", "detail": row["detail"]}])
+    record([result_row(_case(mix, device, data), "vllm", "indexer_step", "topk_indices_buffer",
+                       op="indexer_step", tokens=b.num_tokens, prefill_topk=(
+                           "aiter" if aiter_prefill_topk else "C"), **row)])
     assert row["passed"], row["detail"]
 
 

@@ -1,4 +1,5 @@
-"""Result records: one row per (op, implementation, case, check, output), gathered into pandas."""
+"""Result rows: one per (op, implementation, case, check, output), made by :func:`result_row`
+only, gathered into pandas with every column a consumer reads (report, trend, merge)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,27 @@ import pandas as pd
 
 COLUMNS = ("op", "impl", "case", "tokens", "hidden", "check", "output", "verdict", "detail",
            "max_abs", "max_rel", "mean_abs", "max_ulp", "mismatch_frac", "nan_count",
-           "nonfinite_mismatch", "cosine", "atol", "rtol")
+           "nonfinite_mismatch", "cosine", "atol", "rtol", "p50", "p99")
+"""Every row has these (missing measures are NA); checks may add measures of their own."""
+
+VERDICTS = ("pass", "fail", "known-deviation", "not run")
+
+
+def result_row(case, impl: str, check: str, output: str, *, passed: bool | None = None,
+               verdict: str | None = None, detail: str = "", op: str | None = None,
+               **measures) -> dict:
+    """The one way a result row is made: the case's fields, the check, the output judged, the
+    verdict (given, or ``pass``/``fail`` from ``passed``), what failed and the check's measures.
+    ``op`` names the op judged where the case is another's (a step case judging its top-k)."""
+    if verdict is None:
+        if passed is None:
+            raise ValueError(f"a result row of {check}/{output} needs passed= or verdict=")
+        verdict = "pass" if passed else "fail"
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} of {check}/{output} is not one of {VERDICTS}")
+    return {"op": op or case.op, "impl": impl, "case": case.id, "tokens": case.tokens,
+            "hidden": case.hidden, "check": check, "output": output, "verdict": verdict,
+            "detail": detail, **measures}
 
 
 class ResultLog:
@@ -58,10 +79,6 @@ SESSION = ResultLog()
 KNOWN_DEVIATION = "known-deviation"
 """Verdict of a failed comparison that a registered KnownDeviation of the implementation
 explains: reported apart from failures (the test is a strict xfail)."""
-
-
-def verdict(passed: bool) -> str:
-    return "pass" if passed else "fail"
 
 
 @dataclasses.dataclass

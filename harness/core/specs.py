@@ -78,6 +78,9 @@ class OpSpec:
     outputs: tuple[str, ...] = ()
     output_dtypes: dict[str, torch.dtype] = {}
     token_args: tuple[str, ...] = ()
+    reference_extras: tuple[str, ...] = ()
+    """What ``reference`` returns beside the outputs' truth, for ``compare`` (e.g. the logits'
+    float64 error bound)."""
     reference_chunk: int = 4096
     tolerances: ToleranceTable = ToleranceTable()
     guard_inputs: bool = False
@@ -195,11 +198,6 @@ class OpSpec:
         stores (e.g. the fused op's pre half reads the bf16 residual it wrote). Default: ``ref``."""
         return ref
 
-    def for_implementation(self, ref: dict[str, torch.Tensor], impl) -> dict:
-        """Hook for specs whose tolerance depends on what the implementation declares. Default:
-        its accumulation class, which picks the tolerance (OpSpec.tolerances)."""
-        return {**ref, "_accumulation": impl.accumulation}
-
     def canonical(self, output: str, value: torch.Tensor) -> torch.Tensor:
         """``value`` in the form two runs must agree on bitwise; override where the contract
         leaves an order free. Default: as returned."""
@@ -211,13 +209,40 @@ class OpSpec:
     def noise_floor(self, output: str) -> float:
         return self.tolerances.noise_floor(output, self.output_dtypes[output])
 
-    def compare(self, outputs: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> list[dict]:
+    def compare(self, c: "Comparison") -> list[dict]:
+        """One row per output (``output``, ``passed``, ``detail`` and its metrics). Default: each
+        output against its truth within the tolerance of the implementation's declared
+        accumulation class."""
         rows = []
         for name in self.outputs:
-            tol = self.tolerance(name, ref.get("_accumulation"))
-            row = metrics.compare(outputs[name], ref[name], tol, self.output_dtypes[name])
+            tol = self.tolerance(name, c.accumulation)
+            row = metrics.compare(c.outputs[name], c.expected[name], tol, self.output_dtypes[name])
             rows.append({"output": name, **row})
         return rows
+
+    def extra_checks(self, call: dict[str, Any]) -> list[dict]:
+        """Rows of checks on the call's own buffers after it ran, beside the outputs (e.g. the
+        guard band around an index buffer the op writes into). Default: none."""
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """Everything one comparison may judge by: the call's inputs, the implementation's outputs,
+    the expected values (the reference's outputs and the ``reference_extras`` of its spec), and
+    the implementation with its declared properties."""
+    inputs: dict[str, Any]
+    outputs: dict[str, torch.Tensor]
+    expected: dict[str, Any]
+    impl: Any = None
+    """The harness.core.registry.Implementation judged; None judges by the defaults."""
+
+    @property
+    def accumulation(self) -> str:
+        return getattr(self.impl, "accumulation", "fp32")
+
+    def declared(self, key: str, default: str) -> str:
+        return dict(getattr(self.impl, "declared", {}) or {}).get(key, default)
 
 
 class ContractViolation(AssertionError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.results import Finding
+from harness.core.results import Finding, result_row
 from harness.detectors import outputs_agree
 from harness.core.device import triton_interpreted
 from harness.core.registry import Implementation
@@ -38,10 +38,8 @@ def check(spec: OpSpec, impl: Implementation, case: Case, n_probes: int = 3,
         for label, other in (("small batch", in_small), (f"batch of {t}", in_large)):
             bad = outputs_agree(spec, alone, other, bitwise)
             problems += [f"token {p} alone vs in {label}: {b}" for b in bad]
-            rows.append({"op": case.op, "impl": impl.name, "case": case.id, "tokens": t,
-                         "hidden": case.hidden, "check": "batch_invariance",
-                         "output": f"token{p}/{label}", "verdict": "fail" if bad else "pass",
-                         "detail": "; ".join(bad)})
+            rows.append(result_row(case.with_tokens(t), impl.name, "batch_invariance",
+                                   f"token{p}/{label}", passed=not bad, detail="; ".join(bad)))
     mode = ("bitwise" + (" (Triton interpreter: numpy arithmetic with a BLAS-free dot)"
                          if triton_interpreted() else "")) if bitwise else "within tolerance"
     message = "; ".join(problems[:4]) if problems else (

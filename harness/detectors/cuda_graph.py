@@ -18,9 +18,9 @@ import dataclasses
 
 import torch
 
-from harness.core.results import Finding
+from harness.core.results import Finding, result_row
 from harness.core.metrics import differing_tokens
-from harness.evaluate import case_fields, tensors_of
+from harness.evaluate import tensors_of
 from harness.core.specs import Case, OpSpec
 
 
@@ -120,5 +120,4 @@ def _abandon(graph: torch.cuda.CUDAGraph, pool) -> None:
 
 
 def _row(case: Case, impl, output: str, verdict: str, detail: str) -> dict:
-    return {**case_fields(case, impl.name, "cuda_graph"), "output": output, "verdict": verdict,
-            "detail": detail}
+    return result_row(case, impl.name, "cuda_graph", output, verdict=verdict, detail=detail)

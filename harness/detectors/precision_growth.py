@@ -25,7 +25,7 @@ from typing import Iterable
 
 import torch
 
-from harness.core.results import Finding
+from harness.core.results import Finding, result_row
 from harness.core.metrics import misrounded, per_token_error
 from harness.core.registry import Implementation
 from harness.core.specs import Case, OpSpec
@@ -107,11 +107,10 @@ def check(spec: OpSpec, impl: Implementation, cases: Iterable[Case],
             judged = case.tokens > baseline_max_tokens
             bad = [stat for stat in stats if judged and stats[stat] > growth * base[stat]]
             flagged += [_explain(name, stat, case.tokens, stats[stat], base[stat]) for stat in bad]
-            rows.append({"op": case.op, "impl": impl.name, "case": case.id, "tokens": case.tokens,
-                         "hidden": case.hidden, "check": "precision_growth", "output": name,
-                         **stats, **{f"{s}_growth": stats[s] / base[s] for s in stats},
-                         "max_rel": float(errs.max()) if errs.numel() else 0.0,
-                         "verdict": "fail" if bad else "pass"})
+            rows.append(result_row(
+                case, impl.name, "precision_growth", name, passed=not bad, **stats,
+                **{f"{s}_growth": stats[s] / base[s] for s in stats},
+                max_rel=float(errs.max()) if errs.numel() else 0.0))
     message = "; ".join(flagged) if flagged else (
         f"per-token error flat across T={cases[0].tokens}..{cases[-1].tokens} "
         f"(growth < {growth:g}x)")

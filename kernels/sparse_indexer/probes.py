@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.core.family import Probe
 from harness.core.registry import Implementation, records
-from harness.core.results import Finding
+from harness.core.results import Finding, result_row
 from harness.core.specs import Case, OpSpec
 from kernels.sparse_indexer.step import STEP_OPS, decode_rows, judge_step, make_step, \
     reference_step, run_step
@@ -51,9 +51,8 @@ def indexer_step(spec: OpSpec, impl: Implementation, profile, base: Case) -> Fin
             row = judge_step(batch, run_step(batch, impls, decode_view=view), reference_step(batch))
         except Exception as exc:  # a crash of the step is a finding, not a pass
             row = {"passed": False, "detail": f"step raised {type(exc).__name__}: {exc}"}
-        rows.append({"op": impl.op, "impl": impl.name, "case": case.id, "check": "indexer_step",
-                     "output": "topk_indices_buffer", **row,
-                     "verdict": "pass" if row["passed"] else "fail"})
+        rows.append(result_row(case, impl.name, "indexer_step", "topk_indices_buffer",
+                               op=impl.op, **row))
         if not row["passed"]:
             problems.append(f"{case.id}: {row['detail']}")
     message = "; ".join(problems) if problems else "step selects the top-k, padding rows -1, guards intact"

@@ -29,7 +29,8 @@ from __future__ import annotations
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
-from harness.core.specs import Case, ContractViolation, OpSpec, contract, generator, register_spec
+from harness.core.specs import (Case, Comparison, ContractViolation, OpSpec, contract, generator,
+                                register_spec)
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.validate import FP8, SCALE_BYTES
 
@@ -190,8 +191,8 @@ class QuantizeKSpec(OpSpec):
         values, scale = ref.quantize_rows(inputs["k"], inputs["scale_fmt"])
         return {"values": values, "scale": scale}
 
-    def compare(self, outputs, expect):
-        return [_exact_row(n, outputs[n], expect[n], self.output_dtypes[n],
+    def compare(self, c: Comparison):
+        return [_exact_row(n, c.outputs[n], c.expected[n], self.output_dtypes[n],
                            -1 if self.output_dtypes[n] == FP8 else None) for n in self.outputs]
 
 
@@ -232,6 +233,8 @@ class QuantAndCacheSpec(OpSpec):
     outputs = ("kv_cache",)
     output_dtypes = {"kv_cache": torch.uint8}
     token_args = ("k", "slot_mapping")
+    reference_extras = ref.KV_LAYOUTS
+    """The cache as each layout an implementation may declare (``kv_layout``) writes it."""
 
     def make_inputs(self, case: Case) -> dict:
         t = case.tokens
@@ -258,21 +261,17 @@ class QuantAndCacheSpec(OpSpec):
             caches[layout] = inputs["kv_cache"].clone()
             ref.write_cache(inputs["k"], caches[layout], inputs["slot_mapping"],
                             inputs["scale_fmt"], layout)
-        return {"kv_cache": caches["normal"], "_layouts": caches}
+        return {"kv_cache": caches["normal"], **caches}
 
-    def for_implementation(self, expect, impl):
+    def compare(self, c: Comparison):
         """A writer that declares ``kv_layout`` is judged on that layout's bytes; one that
         declares ``fp32_division: approximate`` by APPROXIMATE_DIVISION."""
-        return {**expect, "_layout": impl.declared.get("kv_layout", "normal"),
-                "_division": impl.declared.get("fp32_division", "exact")}
-
-    def compare(self, outputs, expect):
-        layout = expect.get("_layout", "normal")
-        if layout not in expect["_layouts"]:
+        layout = c.declared("kv_layout", "normal")
+        if layout not in ref.KV_LAYOUTS:
             return [{"output": "kv_cache", "passed": False, "detail": f"declared K-cache layout "
                      f"{layout!r} is unknown; the harness knows {', '.join(ref.KV_LAYOUTS)}"}]
-        row = cache_row(outputs["kv_cache"], expect["_layouts"][layout], BLOCK_SIZE * HEAD_DIM,
-                        expect.get("_division", "exact"))
+        row = cache_row(c.outputs["kv_cache"], c.expected[layout], BLOCK_SIZE * HEAD_DIM,
+                        c.declared("fp32_division", "exact"))
         return [{**row, "layout": layout}]
 
 
@@ -289,6 +288,8 @@ class MqaLogitsSpec(OpSpec):
     outputs = ("logits",)
     output_dtypes = {"logits": torch.float32}
     token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
+    reference_extras = ("bound",)
+    """``sum_h |w| sum_d |q k| * k_scale`` per logit (float64): the scale of its rounding."""
 
     def make_inputs(self, case: Case) -> dict:
         heads = case.param("heads", HEADS)
@@ -304,24 +305,20 @@ class MqaLogitsSpec(OpSpec):
     def reference(self, inputs):
         args = (inputs["q"], inputs["kv"][0], inputs["kv"][1], inputs["weights"],
                 inputs["cu_seqlen_ks"], inputs["cu_seqlen_ke"])
-        return {"logits": _f64_logits(*args), "_bound": ref.mqa_bound(*args)}
+        return {"logits": _f64_logits(*args), "bound": ref.mqa_bound(*args)}
 
-    def refine_reference(self, inputs, outputs, expect):
-        return {**expect, "_dims": (inputs["q"].shape[-1], inputs["q"].shape[-2])}
-
-    def for_implementation(self, expect, impl):
-        return {**expect, "_accumulation": impl.accumulation,
-                "_outside_window": impl.declared.get("outside_window", "-inf")}
-
-    def compare(self, outputs, expect):
-        logits, outside = outputs["logits"], expect.get("_outside_window", "-inf")
+    def compare(self, c: Comparison):
+        """Within the declared accumulation class's bound; an implementation that declares
+        ``outside_window: unwritten`` is not judged outside the windows."""
+        logits, expect = c.outputs["logits"], c.expected
+        outside = c.declared("outside_window", "-inf")
         if outside not in ("-inf", "unwritten"):
             return [{"output": "logits", "passed": False, "detail": f"unknown declared "
                      f"outside_window {outside!r}; declare '-inf' or 'unwritten'"}]
         if outside == "unwritten" and logits.shape == expect["logits"].shape:
             logits = logits.masked_fill(torch.isneginf(expect["logits"]), float("-inf"))
-        row = logits_row(logits, expect["logits"], expect["_bound"], expect["_dims"],
-                         expect.get("_accumulation", "fp32"))
+        dims = (c.inputs["q"].shape[-1], c.inputs["q"].shape[-2])
+        row = logits_row(logits, expect["logits"], expect["bound"], dims, c.accumulation)
         if outside != "-inf":
             row["outside_window"] = f"not judged (declared {outside})"
         return [row]
@@ -387,7 +384,7 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
             args = (q[i], k, scale, w[rows], torch.zeros_like(ke), ke)
             out[rows, :length] = _f64_logits(*args)
             bound[rows, :length] = ref.mqa_bound(*args)
-        return {"logits": out, "_bound": bound}
+        return {"logits": out, "bound": bound}
 
 
 for _spec in (QuantizeKSpec(), QuantizeQSpec(), QuantAndCacheSpec(), MqaLogitsSpec(),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
-from harness.core.specs import Case, OpSpec, contract, generator, register_spec
+from harness.core.specs import Case, Comparison, OpSpec, contract, generator, register_spec
 from kernels.topk.compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
 from kernels.topk.torch import select_into
 from kernels.topk.validate import decode_row_ends
@@ -47,8 +47,8 @@ def _logits(case: Case, rows: int, n: int, starts, ends) -> torch.Tensor:
 
 
 class _TopKSpec(OpSpec):
-    outputs = ("indices", "guard")
-    output_dtypes = {"indices": torch.int32, "guard": torch.int64}
+    outputs = ("indices",)
+    output_dtypes = {"indices": torch.int32}
 
     def _windows(self, case: Case) -> tuple[torch.Tensor, torch.Tensor, int]:
         raise NotImplementedError
@@ -67,9 +67,15 @@ class _TopKSpec(OpSpec):
         return {**inputs, "indices": fresh_copy(inputs["indices"])}
 
     def collect(self, call: dict, result) -> dict:
-        indices, rows, k = call["indices"], int(call["num_rows"]), int(call["top_k"])
-        return {"indices": indices[:rows, :k].clone(),
-                "guard": torch.tensor(guard_violations(indices, rows, k))}
+        rows, k = int(call["num_rows"]), int(call["top_k"])
+        return {"indices": call["indices"][:rows, :k].clone()}
+
+    def extra_checks(self, call: dict) -> list[dict]:
+        """The guard band: cells of the buffer outside ``indices[:num_rows, :top_k]``."""
+        guard = guard_violations(call["indices"], int(call["num_rows"]), int(call["top_k"]))
+        return [{"output": "guard", "passed": guard == 0, "guard_violations": guard,
+                 "detail": f"{guard} cells outside indices[:num_rows, :top_k] were written "
+                           "(out-of-bounds write / padding rows touched)" if guard else ""}]
 
     def reference(self, inputs: dict) -> dict:
         starts, ends = self.row_windows(inputs)
@@ -77,22 +83,20 @@ class _TopKSpec(OpSpec):
         view = inputs["logits"][:rows]
         out = torch.empty((rows, k), dtype=torch.int32, device=view.device)
         select_into(view, starts, ends, out, k)
-        return {"indices": out, "guard": torch.tensor(0), "_logits": view, "_starts": starts,
-                "_ends": ends}
+        return {"indices": out}
 
     def canonical(self, output: str, value: torch.Tensor) -> torch.Tensor:
         """The order of a row's k indices is free."""
         return value.sort(dim=-1).values if output == "indices" else value
 
-    def compare(self, outputs: dict, ref: dict) -> list[dict]:
-        k = ref["indices"].shape[1]
-        row = compare_topk(outputs["indices"], ref["indices"], ref["_logits"], ref["_starts"],
-                           ref["_ends"], k)
-        guard = int(outputs["guard"])
-        grow = {"output": "guard", "passed": guard == 0, "guard_violations": guard,
-                "detail": f"{guard} cells outside indices[:num_rows, :top_k] were written "
-                          "(out-of-bounds write / padding rows touched)" if guard else ""}
-        return [{"output": "indices", **row}, grow]
+    def compare(self, c: Comparison) -> list[dict]:
+        """Tie-aware: a row passes when its index set selects the same values as the
+        reference's (kernels/topk/compare.py)."""
+        starts, ends = self.row_windows(c.inputs)
+        rows, k = int(c.inputs["num_rows"]), int(c.inputs["top_k"])
+        row = compare_topk(c.outputs["indices"], c.expected["indices"], c.inputs["logits"][:rows],
+                           starts, ends, k)
+        return [{"output": "indices", **row}]
 
 
 class TopKPrefillSpec(_TopKSpec):
