@@ -16,9 +16,9 @@ import pandas as pd
 import torch
 import triton.testing
 
-from harness import families
 from harness.core.registry import implementations
-from harness.core.specs import Case, get_spec
+from harness.core.cases import Case
+from harness.core.specs import get_spec
 
 HEADS, HEAD_DIM = 64, 128
 
@@ -36,8 +36,7 @@ def roofline() -> dict:
 
 def prefill_inputs(m: int, n: int, causal: bool) -> tuple[dict, float]:
     spec = get_spec("fp8_mqa_logits")
-    inputs = spec.make_inputs(Case("fp8_mqa_logits", m, 0, 0, "cuda",
-                                   (("heads", HEADS), ("seqs", 1), ("n", 0))))
+    inputs = spec.make_inputs(Case("fp8_mqa_logits", tokens=m, device="cuda", heads=HEADS, seqs=1, context=0))
     k = torch.randn(n, HEAD_DIM, device="cuda").to(torch.float8_e4m3fn)
     inputs["kv"] = (k, torch.rand(n, device="cuda") + 0.5)
     if causal:
@@ -53,15 +52,13 @@ def prefill_inputs(m: int, n: int, causal: bool) -> tuple[dict, float]:
 
 def paged_inputs(batch: int, context: int) -> tuple[dict, float]:
     spec = get_spec("fp8_paged_mqa_logits")
-    inputs = spec.make_inputs(Case("fp8_paged_mqa_logits", batch, 0, 0, "cuda",
-                                   (("heads", HEADS), ("n", context))))
+    inputs = spec.make_inputs(Case("fp8_paged_mqa_logits", tokens=batch, device="cuda", heads=HEADS, context=context))
     inputs["context_lens"].fill_(context)
     pairs = float(batch * context)
     return inputs, 2 * pairs * HEADS * HEAD_DIM
 
 
 def main() -> pd.DataFrame:
-    families.load()
     if not torch.cuda.is_available():
         raise SystemExit("bench_indexer needs a GPU")
     roof = roofline()

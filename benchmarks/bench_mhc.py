@@ -13,9 +13,9 @@ import argparse
 import pandas as pd
 import torch
 
-from harness import families
 from harness.core.registry import implementations
-from harness.core.specs import Case, get_spec
+from harness.core.cases import Case
+from harness.core.specs import get_spec
 
 
 def ideal_bytes(op: str, t: int, h: int, m: int = 4) -> int:
@@ -32,7 +32,6 @@ def bench(fn, args, warmup: int = 3, rep: int = 20) -> float:
 
 
 def main(argv=None) -> pd.DataFrame:
-    families.load()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hidden", type=int, default=7168)
     ap.add_argument("--tokens", type=int, nargs="+", default=[1, 128, 8192, 65536])
@@ -46,7 +45,7 @@ def main(argv=None) -> pd.DataFrame:
         spec = get_spec(op)
         impls = implementations(op)
         for t in args.tokens:
-            inputs = spec.make_inputs(Case(op, t, args.hidden, 0, "cuda"))
+            inputs = spec.make_inputs(Case(op, tokens=t, hidden=args.hidden, device="cuda"))
             nbytes = ideal_bytes(op, t, args.hidden)
             times = {name: bench(impls[name], list(inputs.values())) for name in ("torch", "triton")}
             for name, ms in times.items():

@@ -24,7 +24,6 @@ import pandas as pd
 import torch
 import triton.testing
 
-from harness import families
 from harness.core.registry import implementations
 from kernels.topk import triton as tk
 
@@ -47,7 +46,6 @@ def _kernels_only(logits, seq_lens, idx, r, n, k, plan=tk.DEFAULT_PLAN):
 
 
 def main() -> pd.DataFrame:
-    families.load()
     if not torch.cuda.is_available():
         raise SystemExit("bench_topk needs a GPU")
     triton_decode = implementations("top_k_per_row_decode")["triton"]

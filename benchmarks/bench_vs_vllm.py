@@ -32,9 +32,9 @@ from bandwidth import main as copy_bandwidth  # noqa: E402
 from bench_indexer import paged_inputs  # noqa: E402
 from bench_mhc import ideal_bytes  # noqa: E402
 
-from harness import families  # noqa: E402
 from harness.core.registry import records  # noqa: E402
-from harness.core.specs import Case, get_spec  # noqa: E402
+from harness.core.cases import Case
+from harness.core.specs import get_spec  # noqa: E402
 
 IMPLS = ("triton", "vllm-triton", "torch")
 K_CACHE_TOKENS = (64, 4096, 65536)
@@ -59,7 +59,7 @@ def _reuse_workspace() -> None:
 
 def k_cache_case(t: int):
     inputs = get_spec("indexer_k_quant_and_cache").make_inputs(
-        Case("indexer_k_quant_and_cache", t, 0, 0, "cuda", (("scale_fmt", None),)))
+        Case("indexer_k_quant_and_cache", tokens=t, device="cuda", scale_fmt=None))
     written = int((inputs["slot_mapping"] >= 0).sum())
     return inputs, t * HEAD_DIM * 2 + t * 8 + written * (HEAD_DIM + 4)
 
@@ -72,7 +72,7 @@ def paged_case(rows: int, context: int):
 
 
 def hc_head_case(t: int, h: int):
-    inputs = get_spec("hc_head").make_inputs(Case("hc_head", t, h, 0, "cuda"))
+    inputs = get_spec("hc_head").make_inputs(Case("hc_head", tokens=t, hidden=h, device="cuda"))
     return inputs, ideal_bytes("hc_head", t, h)
 
 
@@ -94,7 +94,6 @@ def time_ms(op: str, fn, inputs) -> float:
 
 
 def main(argv=None) -> pd.DataFrame:
-    families.load()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)

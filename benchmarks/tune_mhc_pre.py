@@ -14,8 +14,8 @@ import triton
 import triton.testing
 
 from kernels.mhc import triton as k
-from harness import families
-from harness.core.specs import Case, get_spec
+from harness.core.cases import Case
+from harness.core.specs import get_spec
 
 
 def gemm_time(x, fn, block_t, block_k, warps, stages, prec, split):
@@ -36,7 +36,7 @@ def gemm_time(x, fn, block_t, block_k, warps, stages, prec, split):
 
 
 def epilogue_rows(spec, t, h=7168, m=4):
-    inp = spec.make_inputs(Case("mhc_pre", t, h, 0, "cuda"))
+    inp = spec.make_inputs(Case("mhc_pre", tokens=t, hidden=h, device="cuda"))
     res = inp["residual"]
     mix, sq, splits, n_pad = k._rms_gemm(res.view(t, -1), inp["fn"], None)
     post = torch.empty((t, m, 1), device="cuda")
@@ -55,11 +55,10 @@ def epilogue_rows(spec, t, h=7168, m=4):
 
 
 def main():
-    families.load()
     rows = []
     spec = get_spec("mhc_pre")
     for t in (128, 8192, 65536):
-        inp = spec.make_inputs(Case("mhc_pre", t, 7168, 0, "cuda"))
+        inp = spec.make_inputs(Case("mhc_pre", tokens=t, hidden=7168, device="cuda"))
         x = inp["residual"].view(t, -1)
         for fn in (inp["fn"], inp["fn"][:4].contiguous()):
             for bt, bk, w, st, prec, split in itertools.product(

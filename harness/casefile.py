@@ -116,8 +116,8 @@ def load(path: str | pathlib.Path) -> dict:
 
 
 def case_of(data: dict, device: str):
-    from harness.core.specs import Case
+    from harness.core.cases import Case
 
     c = data["case"]
-    return Case(c["op"], c["tokens"], c["hidden"], c["seed"], device,
-                tuple(tuple(p) for p in c["params"]))
+    return Case(c["op"], tokens=c["tokens"], hidden=c["hidden"], seed=c["seed"], device=device,
+                params=tuple(tuple(p) for p in c["params"]))

@@ -10,7 +10,9 @@ import torch
 from harness.core.metrics import differing_bytes, differing_tokens
 from harness.core.registry import Implementation
 from harness.core.results import KNOWN_DEVIATION, result_row
-from harness.core.specs import Case, Comparison, ContractViolation, OpSpec
+from harness.core.cases import Case
+from harness.core.errors import ContractViolation
+from harness.core.specs import Comparison, OpSpec
 
 
 @dataclasses.dataclass

@@ -10,8 +10,11 @@ Suites declare what they sweep, and this plugin expands it from the active profi
     @pytest.mark.sweep(hidden="profile", tokens=[7, 257])   # explicit values for an axis
     def test_poison(target): ...
 
-    @pytest.mark.sweep(ops=["top_k_per_row_decode"], k={"smoke": [16], "default": [2048]})
+    @pytest.mark.sweep(ops=["top_k_per_row_decode"], top_k={"smoke": [16], "default": [2048]})
     def test_decode(target): ...     # other keywords become Case.params; a dict maps profiles
+
+A keyword must be a case parameter that a swept op's spec declares (``OpSpec.case_params``);
+each op's cases carry the ones it declares, and a name none declares is a usage error.
 
 
 Each generated test gets a :class:`Target` (spec, implementation, case) with an id like
@@ -35,7 +38,8 @@ from harness.profiles import INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_
 from harness import families
 from harness.core.registry import Implementation, records
 from harness.core.results import SESSION
-from harness.core.specs import Case, OpSpec, get_spec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec, get_spec
 
 AXES = ("tokens", "hidden", "seed")
 
@@ -256,11 +260,18 @@ def pytest_generate_tests(metafunc):
         ops = [op for op in ops if op in only_ops]
     grid = {a: _values(profile, a, axes[a]) if a in axes else (None,) for a in AXES}
     extra = {a: _values(profile, a, v) for a, v in axes.items() if a not in AXES}
-    combos = [tuple(zip(extra, vals)) for vals in itertools.product(*extra.values())]
+    undeclared = sorted(a for a in extra if not any(a in get_spec(op).case_params for op in ops))
+    if undeclared:
+        known = sorted({p for op in ops for p in get_spec(op).case_params})
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: sweep axis {', '.join(undeclared)} is no case "
+            f"parameter of {', '.join(ops)}; they take {', '.join(AXES + tuple(known))}")
     wanted = set(config.getoption("impl") or [])
     params = []
     for op in ops:
         spec = get_spec(op)
+        own = {a: v for a, v in extra.items() if a in spec.case_params}
+        combos = [tuple(zip(own, vals)) for vals in itertools.product(*own.values())]
         for name, impl in sorted(records(op).items()):
             if wanted and name not in wanted:
                 continue
@@ -273,7 +284,8 @@ def pytest_generate_tests(metafunc):
             for hidden in grid["hidden"]:
                 for tokens in grid["tokens"]:
                     for seed, combo in itertools.product(grid["seed"], combos):
-                        case = Case(op, tokens or 0, hidden or 0, seed or 0, dev, combo)
+                        case = Case(op, tokens=tokens or 0, hidden=hidden or 0, seed=seed or 0,
+                                    device=dev, params=combo)
                         marks = (_deviation_marks(impl, case) + _memory_marks(spec, case, profile)
                                  + _cost_marks(spec, impl, case))
                         pid = [op] + ([f"T{tokens}"] if tokens is not None else []) + \

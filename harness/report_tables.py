@@ -15,7 +15,7 @@ import pandas as pd
 from harness.core.results import KNOWN_DEVIATION
 
 SEEDED_FAULT_PREFIX = "fault-"
-"""Implementation names of the harness's own seeded faults (harness/faults): they are meant to
+"""Implementation names of the harness's own seeded faults (kernels/<family>/faults.py): they are meant to
 fail, so they are counted in the self-check, never among failures."""
 
 

@@ -1,7 +1,7 @@
 """One case of one implementation under ``compute-sanitizer`` memcheck: writes (and reads) past
 the tensors an op is given or allocates itself, which no comparison of outputs can see.
 
-    python -m harness.sanitize OP IMPL TOKENS [hidden=4096,k=2048,...]   # exit 1 if wrong
+    python -m harness.sanitize OP IMPL TOKENS [hidden=4096,top_k=2048,...]   # exit 1 if wrong
 
 ``memcheck`` runs that in a child process with PyTorch's caching allocator off: with it on, a
 tensor is a slice of a larger cached segment, and a write just past its end lands inside that
@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     from harness.evaluate import evaluate
     from harness.plugins import load_impl_modules
     from harness.core.registry import get
-    from harness.core.specs import Case, get_spec
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
 
     args = list(argv if argv is not None else sys.argv[1:])
     op, impl, tokens, params = args + [""] * (4 - len(args))
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
     hidden = int(pairs.pop("hidden", 0))
     load_impl_modules([])
     ev = evaluate(get_spec(op), get(op, impl),
-                  Case(op, int(tokens), hidden, 0, "cuda", tuple(pairs.items())))
+                  Case(op, tokens=int(tokens), hidden=hidden, device="cuda", params=tuple(pairs.items())))
     print(f"{ev.case.id} [{impl}]: {'pass' if ev.passed else 'FAIL ' + ev.failures()}")
     return 0 if ev.passed else 1
 

@@ -16,7 +16,8 @@ from harness.detectors import (batch_invariance, config_invariance, cuda_graph, 
 from harness.profiles import INTERPRETER_MAX_TOKENS, Profile
 from harness.core.registry import Implementation, records
 from harness.core.results import KNOWN_DEVIATION
-from harness.core.specs import Case, OpSpec, get_spec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec, get_spec
 
 PARTIAL_TILE_TOKENS = 33
 
@@ -47,8 +48,9 @@ def _probe_cases(spec, impl, base, probes, check, ok_message, hidden: int = 0) -
 
     rows, problems, known = [], [], []
     for tokens, params in probes:
-        ev = evaluate(spec, impl, Case(spec.op, tokens, hidden, base.seed, base.device, params),
-                      check=check)
+        case = Case(spec.op, tokens=tokens, hidden=hidden, seed=base.seed, device=base.device,
+                    params=params)
+        ev = evaluate(spec, impl, case, check=check)
         rows += ev.rows
         if any(r["verdict"] == KNOWN_DEVIATION for r in ev.rows):
             known.append(ev.case.id)
@@ -98,7 +100,7 @@ def _cases_runner(detector: str, probe: Probe):
 def run_detector(detector: str, impl: Implementation, profile: Profile, device: str,
                  hidden: int, seed: int = 0) -> Finding:
     spec = get_spec(impl.op)
-    return runner(detector)(spec, impl, profile, Case(impl.op, 0, hidden, seed, device))
+    return runner(detector)(spec, impl, profile, Case(impl.op, hidden=hidden, seed=seed, device=device))
 
 
 def controls() -> list[tuple[str, str]]:

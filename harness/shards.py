@@ -35,9 +35,9 @@ def expected_cost(item) -> int:
     case = getattr(target, "case", None)
     if case is None:
         return SMALL_CASE
-    width = max(case.hidden, case.param("n", 0) or 0, 64)
     tokens = case.tokens or max(target.profile.tokens)
-    return max(tokens * width, SMALL_CASE)
+    elements = target.spec.case_elements(case.with_tokens(tokens)) or 0
+    return max(elements, tokens * 64, SMALL_CASE)
 
 
 def split(items: list, index: int, count: int) -> tuple[list, list]:

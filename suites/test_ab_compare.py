@@ -11,7 +11,8 @@ from harness.evaluate import evaluate
 from harness.core.ops import MHC_OPS
 from harness.profiles import get_profile
 from harness.core.registry import records
-from harness.core.specs import Case, get_spec
+from harness.core.cases import Case
+from harness.core.specs import get_spec
 
 AB_HIDDEN = {"smoke": 64}
 
@@ -33,7 +34,7 @@ def pytest_generate_tests(metafunc):
         impls = records(op)
         if a in impls and b in impls:
             hidden = AB_HIDDEN.get(profile.name, min(profile.hidden))
-            params += [pytest.param((op, a, b, Case(op, t, hidden, 0, dev)),
+            params += [pytest.param((op, a, b, Case(op, tokens=t, hidden=hidden, device=dev)),
                                     id=f"{op}-T{t}-H{hidden}-{a}-vs-{b}") for t in profile.tokens]
     if not params:
         raise pytest.UsageError(f"--ab {pair}: no mHC op has both implementations registered")

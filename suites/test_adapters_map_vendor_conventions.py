@@ -14,7 +14,8 @@ from harness.adapters import aiter, deepgemm, liger, tilelang, vllm
 from harness.adapters.base import register_adapter
 from harness.evaluate import evaluate
 from harness.core.ops import MHC_OPS
-from harness.core.specs import Case, get_spec
+from harness.core.cases import Case
+from harness.core.specs import get_spec
 from kernels.mhc import torch as mhc_ref
 from suites import vendor_standins as standins
 
@@ -23,9 +24,9 @@ pytestmark = pytest.mark.implementation()  # stand-in vendors, not the real pack
 MHC_TOKENS = (1, 7, 33)
 MHC_HIDDEN = 64
 TOPK_CASES = (
-    ("top_k_per_row_prefill", 9, (("k", 16), ("n", 96), ("seqs", 3), ("pad", 2))),
-    ("top_k_per_row_decode", 8, (("k", 16), ("n", 80), ("next_n", 2), ("pad", 3))),
-    ("top_k_per_row_decode", 5, (("k", 32), ("n", 20), ("clean", False))),
+    ("top_k_per_row_prefill", 9, (("top_k", 16), ("context", 96), ("seqs", 3), ("pad", 2))),
+    ("top_k_per_row_decode", 8, (("top_k", 16), ("context", 80), ("next_n", 2), ("pad", 3))),
+    ("top_k_per_row_decode", 5, (("top_k", 32), ("context", 20), ("clean", False))),
 )
 
 
@@ -77,11 +78,11 @@ def test_every_adapter_registers_what_its_package_provides(standin_vendors):
                                      for op in MHC_OPS] + list(standins.VLLM_BOUND))
 def test_mhc_adapters_meet_the_contract(standin_vendors, op, impl):
     for tokens in MHC_TOKENS:
-        _passes(op, impl, Case(op, tokens, MHC_HIDDEN, seed=3))
+        _passes(op, impl, Case(op, tokens=tokens, hidden=MHC_HIDDEN, seed=3))
 
 
 def test_aiter_mhc_post_writes_into_a_caller_made_output(standin_vendors):
-    case = Case("mhc_post", 5, MHC_HIDDEN)
+    case = Case("mhc_post", tokens=5, hidden=MHC_HIDDEN)
     spec = get_spec("mhc_post")
     out = spec.call(registry.get("mhc_post", "aiter").fn, spec.make_inputs(case))
     name, args, _ = [c for c in standins.CALLS if c[0] == "aiter.mhc_post"][-1]
@@ -93,19 +94,18 @@ def test_liger_residual_mix_convention_is_load_bearing(isolated_registry):
     adapter's explicit transpose is what makes Liger's untransposed kernel correct."""
     register_adapter(liger.ADAPTER, api=standins.liger_api(untransposed=False))
     ev = evaluate(get_spec("mhc_post"), registry.get("mhc_post", "liger"),
-                  Case("mhc_post", 7, MHC_HIDDEN))
+                  Case("mhc_post", tokens=7, hidden=MHC_HIDDEN))
     assert not ev.passed
 
 
 @pytest.mark.parametrize("impl", ["vllm", "aiter"])
 @pytest.mark.parametrize("op,rows,params", TOPK_CASES)
 def test_topk_adapters_meet_the_contract(standin_vendors, impl, op, rows, params):
-    _passes(op, impl, Case(op, rows, 0, seed=1, params=params))
+    _passes(op, impl, Case(op, tokens=rows, seed=1, params=params))
 
 
 def test_aiter_topk_gets_no_values_buffer_and_k_last(standin_vendors):
-    _passes("top_k_per_row_prefill", "aiter", Case("top_k_per_row_prefill", 4, 0,
-                                                    params=(("k", 8), ("n", 40))))
+    _passes("top_k_per_row_prefill", "aiter", Case("top_k_per_row_prefill", tokens=4, top_k=8, context=40))
     _, args, _ = [c for c in standins.CALLS if c[0] == "aiter.ops.topk.top_k_per_row_prefill"][-1]
     assert args[4] is None and args[-1] == 8
 
@@ -178,7 +178,7 @@ def test_binding_by_name_follows_renamed_and_reordered_parameters():
     fn = bind_by_name("hc_head", _renamed_hc_head, aliases=ALIASES["hc_head"],
                       make_out=_hc_head_out)
     assert callable(fn), fn
-    _passes_fn("hc_head", fn, Case("hc_head", 9, MHC_HIDDEN, seed=2))
+    _passes_fn("hc_head", fn, Case("hc_head", tokens=9, hidden=MHC_HIDDEN, seed=2))
 
 
 def test_binding_by_name_names_what_it_cannot_map():

@@ -14,10 +14,11 @@ from harness.core import registry
 from harness.evaluate import OBSERVERS, evaluate
 from harness.replay import replay_one
 from harness.saved_cases import replay_command
-from harness.core.specs import Case, get_spec
+from harness.core.cases import Case
+from harness.core.specs import get_spec
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
-CASE = Case("mhc_post", 33, 64, 0, "cpu")
+CASE = Case("mhc_post", tokens=33, hidden=64)
 ENV = {"device": "cpu", "torch": torch.__version__}
 
 

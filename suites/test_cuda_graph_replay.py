@@ -32,8 +32,8 @@ def test_mhc_replayed_graph_equals_eager(target, record):
     _check(target, target.case, record)
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[32], next_n=[1, 2], k=[512, 2048],
-                   n=[32768], pad=[16])
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[32], next_n=[1, 2], top_k=[512, 2048],
+                   context=[32768], pad=[16])
 def test_topk_decode_replayed_graph_equals_eager(target, record):
     case = target.case
     _check(target, case.with_tokens(case.param("batch") * case.param("next_n")), record)

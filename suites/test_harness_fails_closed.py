@@ -100,10 +100,11 @@ def _broken_post(x, residual, post_layer_mix, comb_res_mix):
 
 def test_known_deviation_is_reported_apart_never_as_pass():
     from harness.evaluate import evaluate
-    from harness.core.specs import Case, get_spec
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
 
     families.load()
-    case = Case("mhc_post", 7, 64, 0, "cpu")
+    case = Case("mhc_post", tokens=7, hidden=64)
     deviation = registry.KnownDeviation("scales its output by 1.5", lambda c: c.tokens == 7)
     ev = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [deviation]), case)
     assert not ev.passed and {r["verdict"] for r in ev.rows} == {"known-deviation"}
@@ -116,19 +117,19 @@ def test_known_deviation_is_reported_apart_never_as_pass():
 def test_heavy_cases_are_marked_to_take_a_gpu_memory_slot():
     from harness.profiles import get_profile
     from harness.pytest_plugin import _memory_marks
-    from harness.core.specs import Case, get_spec
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
 
     nightly, smoke = get_profile("nightly"), get_profile("smoke")
     post, topk = get_spec("mhc_post"), get_spec("top_k_per_row_prefill")
     paged = get_spec("fp8_paged_mqa_logits")
-    assert _memory_marks(post, Case("mhc_post", 65536, 7168, 0, "cuda"), nightly)
-    assert _memory_marks(post, Case("mhc_post", 0, 4096, 0, "cuda"), nightly), "token-swept test"
-    assert _memory_marks(topk, Case("top_k_per_row_prefill", 8192, 0, 0, "cuda",
-                                    (("n", 131072),)), nightly)
-    assert not _memory_marks(post, Case("mhc_post", 8192, 7168, 0, "cuda"), nightly)
-    assert not _memory_marks(post, Case("mhc_post", 0, 200, 0, "cpu"), smoke)
-    decode = (("batch", 256), ("next_n", 4), ("n", 65536))
-    assert not _memory_marks(paged, Case("fp8_paged_mqa_logits", 0, 0, 0, "cuda", decode),
+    assert _memory_marks(post, Case("mhc_post", tokens=65536, hidden=7168, device="cuda"), nightly)
+    assert _memory_marks(post, Case("mhc_post", hidden=4096, device="cuda"), nightly), "token-swept test"
+    assert _memory_marks(topk, Case("top_k_per_row_prefill", tokens=8192, device="cuda", context=131072), nightly)
+    assert not _memory_marks(post, Case("mhc_post", tokens=8192, hidden=7168, device="cuda"), nightly)
+    assert not _memory_marks(post, Case("mhc_post", hidden=200), smoke)
+    decode = (("batch", 256), ("next_n", 4), ("context", 65536))
+    assert not _memory_marks(paged, Case("fp8_paged_mqa_logits", device="cuda", params=decode),
                              nightly), "a decode batch is sized by batch x next_n, not by T"
 
 
@@ -139,10 +140,11 @@ def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
 
     from harness.evaluate import evaluate
     from kernels.mhc.faults import gemm_fp16_above_t
-    from harness.core.specs import Case, get_spec
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
 
     fp16_gemm = gemm_fp16_above_t(0)
-    case = Case("mhc_pre", 257, 64, 0, "cpu")
+    case = Case("mhc_pre", tokens=257, hidden=64)
     as_fp32 = evaluate(get_spec("mhc_pre"), fp16_gemm, case)
     assert not as_fp32.passed and "post_mix" in as_fp32.failures()
     as_tf32 = evaluate(get_spec("mhc_pre"), dataclasses.replace(fp16_gemm, accumulation="tf32"), case)
@@ -150,12 +152,12 @@ def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
 
 
 def test_decode_cases_are_sized_by_batch_and_drafts():
-    from harness.core.specs import Case, get_spec
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
 
-    decode = Case("top_k_per_row_decode", 0, 0, 0, "cuda", (("batch", 2048), ("next_n", 4),
-                                                            ("n", 131072)))
+    decode = Case("top_k_per_row_decode", device="cuda", batch=2048, next_n=4, context=131072)
     assert get_spec("top_k_per_row_decode").case_elements(decode) == 2048 * 4 * 131072
-    q = Case("fp8_quantize_q", 65536, 0, 0, "cuda", (("heads", 64),))
+    q = Case("fp8_quantize_q", tokens=65536, device="cuda", heads=64)
     assert get_spec("fp8_quantize_q").case_elements(q) == 65536 * 64 * 128
 
 

@@ -40,20 +40,20 @@ def test_q_quantisation_and_folded_weights_are_bit_exact(target, record):
 
 
 @pytest.mark.sweep(ops=["fp8_mqa_logits"], tokens=PREFILL_QUERIES, seqs=PREFILL_SEQS,
-                   n=PREFILL_CONTEXT, heads=HEADS)
+                   context=PREFILL_CONTEXT, heads=HEADS)
 def test_prefill_logits_match_reference(target, record):
     _check(target, target.case, record)
 
 
 @pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=DECODE_BATCH, next_n=NEXT_N,
-                   n=DECODE_CONTEXT, heads=HEADS, shuffled=[True, False])
+                   context=DECODE_CONTEXT, heads=HEADS, shuffled=[True, False])
 def test_paged_logits_match_reference(target, record):
     rows = target.case.param("batch") * target.case.param("next_n")
     _check(target, dataclasses.replace(target.case, tokens=rows), record)
 
 
 @pytest.mark.gpu
-@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[1, 16], next_n=[2], n=[131072],
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[1, 16], next_n=[2], context=[131072],
                    heads=[64])
 def test_paged_logits_at_131072_context(target, record):
     rows = target.case.param("batch") * target.case.param("next_n")

@@ -8,7 +8,9 @@ import torch
 from harness.evaluate import evaluate
 from harness.core.ops import INDEXER_OPS
 from harness.core.registry import Implementation, records
-from harness.core.specs import Case, ContractError, get_spec
+from harness.core.cases import Case
+from harness.core.errors import ContractError
+from harness.core.specs import get_spec
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.spec import BLOCK_SIZE, HEAD_DIM
 
@@ -21,24 +23,24 @@ def _shipped(op):
 
 
 def _mqa_inputs(device="cpu"):
-    case = Case("fp8_mqa_logits", 5, 0, 0, device, (("heads", 4), ("seqs", 2), ("n", 30)))
+    case = Case("fp8_mqa_logits", tokens=5, device=device, heads=4, seqs=2, context=30)
     return get_spec("fp8_mqa_logits").make_inputs(case)
 
 
 def _paged_inputs(device="cpu"):
-    case = Case("fp8_paged_mqa_logits", 4, 0, 0, device, (("heads", 4), ("next_n", 2), ("n", 100)))
+    case = Case("fp8_paged_mqa_logits", tokens=4, device=device, heads=4, next_n=2, context=100)
     return get_spec("fp8_paged_mqa_logits").make_inputs(case)
 
 
 @pytest.mark.parametrize("op,tokens,params", [
     ("fp8_mqa_logits", 0, (("heads", 4),)),
-    ("fp8_mqa_logits", 1, (("heads", 4), ("n", 0))),
+    ("fp8_mqa_logits", 1, (("heads", 4), ("context", 0))),
     ("fp8_quantize_k", 0, ()),
     ("indexer_k_quant_and_cache", 0, ()),
 ], ids=["no-queries", "one-key", "quantize-empty", "cache-empty"])
 @pytest.mark.parametrize("impl", SHIPPED)
 def test_edge_batches(op, tokens, params, impl, device, record):
-    ev = evaluate(get_spec(op), records(op)[impl], Case(op, tokens, 0, 0, device, params),
+    ev = evaluate(get_spec(op), records(op)[impl], Case(op, tokens=tokens, device=device, params=params),
                   check="edge")
     record(ev.rows)
     assert ev.passed, ev.failures()
@@ -150,7 +152,7 @@ def _paged_via_gather(q, kv_cache, weights, context_lens, block_tables, max_mode
 def test_correct_alternatives_pass(op, fn, inputs):
     impl = Implementation(op=op, name="alternative", fn=fn)
     args = inputs()
-    ev = evaluate(get_spec(op), impl, Case(op, 0), inputs=args)
+    ev = evaluate(get_spec(op), impl, Case(op), inputs=args)
     assert ev.passed, ev.failures()
 
 
@@ -172,7 +174,7 @@ def test_approximate_division_admits_only_its_bound(ulps, declared, passes):
     """A K-cache writer declaring approximate fp32 division (vLLM's Triton writer on NVIDIA
     GPUs) may put a scale 2 ulp off, not more; undeclared, the cache must be bit-exact. The
     detail names where the first difference is."""
-    case = Case("indexer_k_quant_and_cache", 40, 0, 0, "cpu", (("scale_fmt", None),))
+    case = Case("indexer_k_quant_and_cache", tokens=40, scale_fmt=None)
     impl = Implementation("indexer_k_quant_and_cache", "scale-off", _writer_with_scale_off_by(ulps),
                           declared=declared)
     ev = evaluate(get_spec("indexer_k_quant_and_cache"), impl, case)

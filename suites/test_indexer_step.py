@@ -16,7 +16,7 @@ import pytest
 
 from harness.core.registry import implementations
 from harness.core.results import result_row
-from harness.core.specs import Case
+from harness.core.cases import Case
 from kernels.sparse_indexer.step import STEP_OPS, judge_step, make_step, reference_step, run_step
 
 MIXES = [
@@ -27,7 +27,8 @@ MIXES = [
     (0, 1, 0, 40, 3),
     (5, 1, 3, 0, 1),
 ]
-SIZES = {"cpu": {"n": 300, "heads": 4, "k": 32}, "cuda": {"n": 8192, "heads": 64, "k": 2048}}
+SIZES = {"cpu": {"context": 300, "heads": 4, "top_k": 32},
+         "cuda": {"context": 8192, "heads": 64, "top_k": 2048}}
 
 
 def _step_impls():
@@ -42,10 +43,8 @@ def test_step_selects_reference_topk(impl, data, mix, device, record):
     batch, next_n, pad, prefill, seqs = mix
     size = SIZES["cuda" if device == "cuda" else "cpu"]
     scale = 64 if device == "cuda" else 1
-    case = Case("fp8_paged_mqa_logits", 0, 0, 0, device,
-                (("batch", batch * (8 if device == "cuda" else 1)), ("next_n", next_n), ("pad", pad),
-                 ("prefill", prefill * scale), ("seqs", seqs), ("n", size["n"]),
-                 ("heads", size["heads"]), ("k", size["k"]), ("data", data)))
+    case = Case("fp8_paged_mqa_logits", device=device, batch=batch * (8 if device == "cuda" else 1),
+                next_n=next_n, pad=pad, prefill=prefill * scale, seqs=seqs, **size, data=data)
     b = make_step(case)
     impls = {op: implementations(op)[impl] for op in STEP_OPS}
     row = judge_step(b, run_step(b, impls), reference_step(b))

@@ -25,10 +25,11 @@ def test_bf16_growth_inside_the_accuracy_tolerance_is_flagged():
     inputs, drawn by the CPU generator."""
     from harness.evaluate import evaluate
     from kernels.mhc.faults import bf16_products_above_t
-    from harness.core.specs import Case, get_spec
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
 
     spec, fault = get_spec("mhc_pre"), bf16_products_above_t(7)
-    cases = [Case("mhc_pre", t, 64, 0, "cpu") for t in (1, 2, 7, 33, 64)]
+    cases = [Case("mhc_pre", tokens=t, hidden=64) for t in (1, 2, 7, 33, 64)]
     assert evaluate(spec, fault, cases[-1]).passed, "the fault should hide from the accuracy test"
     finding = precision_growth.check(spec, fault, cases, baseline_max_tokens=7)
     assert not finding.passed and "layer_input: 3" in finding.message, finding.message

@@ -32,13 +32,13 @@ def _decode_case(target):
     return dataclasses.replace(target.case, tokens=rows)
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=PREFILL_ROWS, k=TOP_K, n=CONTEXT,
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=PREFILL_ROWS, top_k=TOP_K, context=CONTEXT,
                    seqs=PREFILL_SEQS)
 def test_prefill_matches_reference(target, record):
     _check(target, target.case, record)
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=SHAPE_ROWS, k=SHAPE_K, n=[4096],
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=SHAPE_ROWS, top_k=SHAPE_K, context=[4096],
                    seqs=[5], data=["random", "ties"], clean=[True, False], strided=[False, True])
 def test_prefill_data_shapes(target, record):
     """Ties (many equal values), uncleaned tails (large values past each window) and strided
@@ -46,21 +46,21 @@ def test_prefill_data_shapes(target, record):
     _check(target, target.case, record)
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=DECODE_BATCH, next_n=NEXT_N, k=TOP_K,
-                   n=CONTEXT)
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=DECODE_BATCH, next_n=NEXT_N, top_k=TOP_K,
+                   context=CONTEXT)
 def test_decode_matches_reference(target, record):
     _check(target, _decode_case(target), record)
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[1, 4], k=SHAPE_K,
-                   n=[4096], data=["random", "ties"], clean=[True, False], strided=[False, True])
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[1, 4], top_k=SHAPE_K,
+                   context=[4096], data=["random", "ties"], clean=[True, False], strided=[False, True])
 def test_decode_data_shapes(target, record):
     _check(target, _decode_case(target), record)
 
 
 @pytest.mark.gpu
-@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[1, 64], next_n=[2], k=[2048],
-                   n=[300_000])
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[1, 64], next_n=[2], top_k=[2048],
+                   context=[300_000])
 def test_decode_near_300k_columns(target, record):
     _check(target, _decode_case(target), record)
 
@@ -84,7 +84,8 @@ def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish)
     import torch
 
     from harness.core.registry import records
-    from harness.core.specs import Case, get_spec
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
     from kernels.topk.triton import LaunchPlan
 
     impl = records(OPS[0]).get("triton")
@@ -92,20 +93,20 @@ def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish)
         pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
     plan = LaunchPlan(**SELECT_PATHS[path], coarse_bits=coarse_bits,
                       split_finish=finish == "own launch")
-    case = Case(OPS[0], 6, 0, 0, "cuda" if torch.cuda.is_available() else "cpu",
-                (("k", 64), ("n", 3000), ("seqs", 2), ("data", data)))
+    case = Case(OPS[0], tokens=6, device="cuda" if torch.cuda.is_available() else "cpu", top_k=64,
+                context=3000, seqs=2, data=data)
     ev = evaluate(get_spec(OPS[0]), impl, case, plan=plan)
     assert ev.passed, f"{path}, {data}: {ev.failures()}"
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[6], k=[64], n=[3000], seqs=[2])
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[6], top_k=[64], context=[3000], seqs=[2])
 def test_prefill_launch_plans_do_not_change_the_result(target, record):
     """The kernels' claim that a row's top-k depends only on the row, whatever the launch plan
     (every plan of the implementation's ``plan`` knob, kernels.topk.triton.PLANS)."""
     _check_knobs(target, target.case, record)
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[3], next_n=[2], k=[64], n=[3000])
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[3], next_n=[2], top_k=[64], context=[3000])
 def test_decode_launch_plans_do_not_change_the_result(target, record):
     _check_knobs(target, _decode_case(target), record)
 

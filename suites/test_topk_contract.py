@@ -6,7 +6,7 @@ import torch
 
 from harness.evaluate import evaluate
 from harness.core.ops import TOPK_OPS
-from harness.core.specs import Case
+from harness.core.cases import Case
 from kernels.topk.compare import compare_topk
 from kernels.topk import torch as topk_ref
 from kernels.topk.validate import ContractError
@@ -28,7 +28,7 @@ def _edge_inputs(device):
             "row_ends": (starts + lengths).to(device)}
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[8], k=[K])
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[8], top_k=[K])
 def test_edge_case_rows(target, record):
     spec = target.spec
     inputs = spec.make_inputs(target.case)
@@ -39,7 +39,7 @@ def test_edge_case_rows(target, record):
     assert ev.passed, ev.failures()
 
 
-@pytest.mark.sweep(ops=["top_k_per_row_decode"], tokens=[6], k=[64], n=[40], next_n=[2])
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], tokens=[6], top_k=[64], context=[40], next_n=[2])
 def test_top_k_larger_than_columns(target, record):
     ev = evaluate(target.spec, target.impl, target.case, check="k_beyond_columns")
     record(ev.rows)
@@ -88,7 +88,7 @@ def _bad_calls(inputs):
         yield "needs", {**inputs, "seq_lens": too_long}
 
 
-@pytest.mark.sweep(tokens=[4], k=[K], n=[50], seqs=[2], next_n=[2])
+@pytest.mark.sweep(tokens=[4], top_k=[K], context=[50], seqs=[2], next_n=[2])
 def test_invalid_arguments_raise_clear_errors(target):
     if target.impl.name not in SHIPPED:
         pytest.skip("error messages are part of the shipped kernels' contract only")
@@ -110,7 +110,7 @@ def test_triton_passes_on_tie_heavy_data():
     from harness.core.specs import get_spec
 
     spec = get_spec(TOPK_OPS[1])
-    case = Case(TOPK_OPS[1], 8, 0, 0, "cuda" if torch.cuda.is_available() else "cpu",
-                (("k", 64), ("n", 400), ("next_n", 2), ("data", "ties")))
+    case = Case(TOPK_OPS[1], tokens=8, device="cuda" if torch.cuda.is_available() else "cpu",
+                top_k=64, context=400, next_n=2, data="ties")
     ev = evaluate(spec, impl, case)
     assert ev.passed, ev.failures()

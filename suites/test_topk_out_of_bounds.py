@@ -10,7 +10,8 @@ from harness import sanitize
 from harness.evaluate import evaluate
 from harness.core.ops import TOPK_OPS
 from harness.core.registry import implementations
-from harness.core.specs import Case, Comparison, get_spec
+from harness.core.cases import Case
+from harness.core.specs import Comparison, get_spec
 from kernels.topk.compare import SENTINEL, guarded_buffer
 
 OPS = TOPK_OPS
@@ -20,7 +21,7 @@ MIXED = [(5, 3, 2, 4), (300, 64, 4, 64)]
 
 
 @pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=PADDED_BATCH, next_n=[1, 2, 4],
-                   pad=[1, 5], k={"smoke": [16], "default": [2048]}, n={"smoke": [200],
+                   pad=[1, 5], top_k={"smoke": [16], "default": [2048]}, context={"smoke": [200],
                                                                        "default": [65536]})
 def test_padded_decode_leaves_padding_rows_untouched(target, record):
     case = dataclasses.replace(
@@ -44,11 +45,9 @@ def test_mixed_prefill_and_decode_share_one_buffer(name, prefill_rows, batch, ne
     dev = request.config.getoption("device") or ("cuda" if torch.cuda.is_available() else "cpu")
     k = 16
     pre_spec, dec_spec = get_spec(TOPK_OPS[0]), get_spec(TOPK_OPS[1])
-    pre_in = pre_spec.make_inputs(Case(TOPK_OPS[0], prefill_rows, 0, 0, dev,
-                                       (("k", k), ("n", 300), ("seqs", 3))))
+    pre_in = pre_spec.make_inputs(Case(TOPK_OPS[0], tokens=prefill_rows, device=dev, top_k=k, context=300, seqs=3))
     dec_rows = batch * next_n
-    dec_in = dec_spec.make_inputs(Case(TOPK_OPS[1], dec_rows, 0, 0, dev,
-                                       (("k", k), ("n", 300), ("next_n", next_n))))
+    dec_in = dec_spec.make_inputs(Case(TOPK_OPS[1], tokens=dec_rows, device=dev, top_k=k, context=300, next_n=next_n))
     buf = guarded_buffer(prefill_rows + dec_rows + pad, k, 0, dev)
     buf.fill_(-1)
     pre_view, dec_view = buf[:prefill_rows], buf[prefill_rows:]
@@ -66,8 +65,8 @@ def test_mixed_prefill_and_decode_share_one_buffer(name, prefill_rows, batch, ne
         assert row["passed"], f"{spec.op} [{name}] in the shared buffer: {row['detail']}"
 
 
-MEMCHECK_PARAMS = {"top_k_per_row_prefill": "k=2048,n=65536,seqs=3",
-                   "top_k_per_row_decode": "k=2048,n=65536,next_n=2,pad=3"}
+MEMCHECK_PARAMS = {"top_k_per_row_prefill": "top_k=2048,context=65536,seqs=3",
+                   "top_k_per_row_decode": "top_k=2048,context=65536,next_n=2,pad=3"}
 
 
 @pytest.mark.gpu

@@ -3,7 +3,7 @@ judged like the harness's composed step: top-k equal to the float64 reference's 
 graph-padding rows -1, nothing written outside ``topk_indices_buffer[:num_tokens, :top_k]``, the K
 cache equal to the reference's. vLLM's K-cache writer, gather and pack/unpack run as shipped (its
 Triton kernels interpreted on CPU); the harness stands in for the compiled top-k and AITER
-(``harness/vllm_indexer.py``).
+(``harness/adapters/vllm_indexer.py``).
 
 The replay of vLLM PR 42810 rebuilds the pre-fix behaviour in a scratch copy of the installed
 module (``../shared/spec/ops.md``): the decode path slicing the buffer with the real token count,
@@ -15,7 +15,8 @@ import pathlib
 import pytest
 
 from harness.core.results import result_row
-from harness.core.specs import Case, ContractError
+from harness.core.cases import Case
+from harness.core.errors import ContractError
 from kernels.sparse_indexer.step import judge_step, make_step, reference_step
 
 pytestmark = pytest.mark.implementation("vllm")
@@ -46,9 +47,8 @@ def installed():
 
 def _case(mix, device, data="exact") -> Case:
     batch, next_n, pad, prefill, seqs = mix
-    return Case("fp8_paged_mqa_logits", 0, 0, 0, device, (
-        ("batch", batch), ("next_n", next_n), ("pad", pad), ("prefill", prefill), ("seqs", seqs),
-        ("n", 300), ("heads", 4), ("k", 32), ("data", data), ("block_size", 1)))
+    return Case("fp8_paged_mqa_logits", device=device, batch=batch, next_n=next_n, pad=pad,
+                prefill=prefill, seqs=seqs, context=300, heads=4, top_k=32, data=data, block_size=1)
 
 
 def _step(mix, device, data="exact"):

@@ -14,7 +14,8 @@ from harness import families
 from harness.core import registry
 from harness.adapters.vllm_sparse import DECLARED, SPARSE_ENTRIES, SPARSE_MODULE
 from harness.evaluate import evaluate
-from harness.core.specs import Case, get_spec
+from harness.core.cases import Case
+from harness.core.specs import get_spec
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason="vLLM is not installed: bash scripts/install.sh puts the "
@@ -23,10 +24,8 @@ pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton"
 
 BOUND = [(impl, op) for impl, ops in SPARSE_ENTRIES.items() for op in ops]
 DECLARED_CASES = {
-    "indexer_k_quant_and_cache": Case("indexer_k_quant_and_cache", 67, 0, 0, "cpu",
-                                      (("scale_fmt", None),)),
-    "fp8_paged_mqa_logits": Case("fp8_paged_mqa_logits", 6, 0, 0, "cpu",
-                                 (("batch", 3), ("next_n", 2), ("n", 300), ("heads", 4))),
+    "indexer_k_quant_and_cache": Case("indexer_k_quant_and_cache", tokens=67, scale_fmt=None),
+    "fp8_paged_mqa_logits": Case("fp8_paged_mqa_logits", tokens=6, batch=3, next_n=2, context=300, heads=4),
 }
 
 

@@ -9,50 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from harness.core import metrics
+from harness.core.cases import Case
+from harness.core.errors import ContractViolation
 from harness.core.ops import check_op
 from harness.core.registry import ensure_loaded
 from harness.core.tolerances import Tolerance, ToleranceTable
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One point of a sweep. ``tokens`` is T, the rows the op processes at once."""
-    op: str
-    tokens: int
-    hidden: int = 0
-    seed: int = 0
-    device: str = "cpu"
-    params: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def id(self) -> str:
-        extra = "".join(f"-{k}{v}" for k, v in self.params)
-        hidden = f"-H{self.hidden}" if self.hidden else ""
-        return f"{self.op}-T{self.tokens}{hidden}{extra}-s{self.seed}"
-
-    def param(self, key: str, default: Any = None) -> Any:
-        return dict(self.params).get(key, default)
-
-    def with_tokens(self, tokens: int) -> "Case":
-        return dataclasses.replace(self, tokens=tokens)
-
-
-def generator(case: Case, salt: int = 0, device: str = "cpu") -> torch.Generator:
-    """A generator seeded from the case (seed, token count) and a per-input ``salt``, so every
-    input of every case is reproducible and distinct."""
-    g = torch.Generator(device=device)
-    g.manual_seed((case.seed * 1_000_003 + salt * 7919 + case.tokens) & 0x7FFF_FFFF_FFFF)
-    return g
-
-
-class ContractError(ValueError):
-    """A call that breaks an op's argument contract (../shared/spec/ops.md); raised by the
-    shipped kernels with a message naming the argument and the fix."""
 
 
 def contract(*required: str, **optional: Any) -> inspect.Signature:
@@ -87,8 +53,34 @@ class OpSpec:
     """Pass the ``token_args`` as views of buffers with guard rows after them, and fail a call
     that changes the guard rows (a tail tile written past the end of a buffer it was given)."""
 
+    case_params: Mapping[str, Any] = {}
+    """The named parameters a case of this op may carry, with their defaults; the spec's
+    docstring says what each means. A case with any other name is refused (a sweep axis with a
+    typo would otherwise run the default and pass)."""
+
     def make_inputs(self, case: Case) -> dict[str, Any]:
+        """The inputs of ``case``, by argument name."""
+        self.check_case(case)
+        return self._make_inputs(case)
+
+    def _make_inputs(self, case: Case) -> dict[str, Any]:
         raise NotImplementedError
+
+    def check_case(self, case: Case) -> None:
+        unknown = [name for name, _ in case.params if name not in self.case_params]
+        if case.op != self.op or unknown:
+            raise ValueError(
+                f"{case.id}: " + (f"a case of {case.op} given to the spec of {self.op}" if case.op != self.op
+                                  else f"{self.op} takes no case parameter {', '.join(unknown)}; it takes "
+                                       f"{', '.join(self.case_params) or 'none'}") +
+                f" ({type(self).__module__})")
+
+    def param(self, case: Case, name: str) -> Any:
+        """The case's value of a declared parameter, else its default."""
+        if name not in self.case_params:
+            raise KeyError(f"{self.op} declares no case parameter {name!r}; add it to "
+                           f"{type(self).__name__}.case_params with its default")
+        return case.param(name, self.case_params[name])
 
     def _reference(self, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
@@ -97,11 +89,9 @@ class OpSpec:
         return int(inputs[self.token_args[0]].shape[0])
 
     def case_elements(self, case: Case) -> int | None:
-        """Rows x width of the tensors ``case`` makes, which sizes its memory: rows are the
-        token count, or ``batch`` x ``next_n`` for a decode case swept by those; None when the
-        test chooses the rows."""
-        rows = case.tokens or case.param("batch", 0) * case.param("next_n", 1)
-        return rows * max(case.hidden, case.param("n", 0) or 0, 1) if rows else None
+        """Rows x width of the tensors ``case`` makes, which sizes its memory; None when the
+        test chooses the rows. Default: tokens x hidden."""
+        return case.tokens * max(case.hidden, 1) if case.tokens else None
 
     def take_tokens(self, inputs: dict[str, Any], index: torch.Tensor | Sequence[int]) -> dict:
         """The same op call restricted to the tokens ``index`` (in that order)."""
@@ -243,10 +233,6 @@ class Comparison:
 
     def declared(self, key: str, default: str) -> str:
         return dict(getattr(self.impl, "declared", {}) or {}).get(key, default)
-
-
-class ContractViolation(AssertionError):
-    """An implementation broke the op's output contract (count, shape, dtype)."""
 
 
 _SPECS: dict[str, OpSpec] = {}

@@ -13,7 +13,8 @@ from harness.core.results import Finding, result_row
 from harness.detectors import outputs_agree
 from harness.core.device import triton_interpreted
 from harness.core.registry import Implementation
-from harness.core.specs import Case, OpSpec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec
 
 
 def check(spec: OpSpec, impl: Implementation, case: Case, n_probes: int = 3,

@@ -10,7 +10,8 @@ from harness.core.results import Finding
 from harness.detectors import outputs_agree
 from harness.evaluate import evaluate
 from harness.core.registry import Implementation
-from harness.core.specs import Case, OpSpec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec
 
 
 def check(spec: OpSpec, impl: Implementation, case: Case) -> Finding:

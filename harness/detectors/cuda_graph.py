@@ -21,7 +21,8 @@ import torch
 from harness.core.results import Finding, result_row
 from harness.core.metrics import differing_tokens
 from harness.evaluate import tensors_of
-from harness.core.specs import Case, OpSpec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec
 
 
 def _refill(static: dict, new: dict) -> str | None:

@@ -12,7 +12,8 @@ A difference is a finding of its own, naming the tokens that differed.
 from __future__ import annotations
 
 from harness.core.results import Finding
-from harness.core.specs import Case, OpSpec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec
 from harness.evaluate import evaluate
 
 def check(spec: OpSpec, impl, case: Case, runs: int = 3) -> Finding:

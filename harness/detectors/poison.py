@@ -17,7 +17,8 @@ from torch.overrides import TorchFunctionMode
 from harness.core.results import Finding
 from harness.evaluate import evaluate
 from harness.core.registry import Implementation
-from harness.core.specs import Case, OpSpec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec
 
 INT_SENTINEL = 0x5A5A5A5A
 _ALLOCATORS = {torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty}

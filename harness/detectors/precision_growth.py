@@ -28,7 +28,8 @@ import torch
 from harness.core.results import Finding, result_row
 from harness.core.metrics import misrounded, per_token_error
 from harness.core.registry import Implementation
-from harness.core.specs import Case, OpSpec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec
 
 GROWTH = 8.0
 STATS = {"p50": 0.5, "p99": 0.99, "max": 1.0}

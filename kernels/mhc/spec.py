@@ -12,7 +12,8 @@ import math
 
 import torch
 
-from harness.core.specs import Case, OpSpec, contract, generator, register_spec
+from harness.core.cases import Case, generator
+from harness.core.specs import OpSpec, contract, register_spec
 from kernels.mhc import tolerances as mhc_tolerances
 from kernels.mhc.torch import (hc_head_compute, mhc_post_compute, mhc_pre_compute, sinkhorn)
 
@@ -21,6 +22,8 @@ EPS = 1e-6
 POST_MULT = 2.0
 SINKHORN_REPEAT = 20
 F64 = torch.float64
+CASE_PARAMS = {"hc_mult": HC_MULT}
+"""``hc_mult``: m, the number of hidden streams (DeepSeek-V4: 4). Tokens are T, ``hidden`` is H."""
 
 
 def _rng(case: Case, salt: int) -> torch.Generator:
@@ -64,14 +67,15 @@ class MhcPreSpec(OpSpec):
     signature = contract("residual", "fn", "hc_scale", "hc_base", "rms_eps", "hc_pre_eps",
                          "hc_sinkhorn_eps", "hc_post_mult_value", "sinkhorn_repeat", n_splits=1)
     tolerances = mhc_tolerances.for_op("mhc_pre")
+    case_params = CASE_PARAMS
     outputs = ("post_mix", "comb_mix", "layer_input")
     output_dtypes = {"post_mix": torch.float32, "comb_mix": torch.float32,
                      "layer_input": torch.bfloat16}
     guard_inputs = True
     token_args = ("residual",)
 
-    def make_inputs(self, case: Case) -> dict:
-        m = case.param("hc_mult", HC_MULT)
+    def _make_inputs(self, case: Case) -> dict:
+        m = self.param(case, "hc_mult")
         return {"residual": streams(case, 0, m), **pre_params(case, m)}
 
     def _reference(self, inputs: dict) -> dict:
@@ -83,13 +87,14 @@ class MhcPostSpec(OpSpec):
     op = "mhc_post"
     signature = contract("x", "residual", "post_layer_mix", "comb_res_mix")
     tolerances = mhc_tolerances.for_op("mhc_post")
+    case_params = CASE_PARAMS
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
     guard_inputs = True
     token_args = ("x", "residual", "post_layer_mix", "comb_res_mix")
 
-    def make_inputs(self, case: Case) -> dict:
-        return post_inputs(case, case.param("hc_mult", HC_MULT))
+    def _make_inputs(self, case: Case) -> dict:
+        return post_inputs(case, self.param(case, "hc_mult"))
 
     def _reference(self, inputs: dict) -> dict:
         return {"out": mhc_post_compute(*self.arguments(inputs), compute_dtype=F64, round_output=False)}
@@ -101,13 +106,14 @@ class MhcFusedPostPreSpec(OpSpec):
                          "hc_base", "rms_eps", "hc_pre_eps", "hc_sinkhorn_eps",
                          "hc_post_mult_value", "sinkhorn_repeat", n_splits=1)
     tolerances = mhc_tolerances.for_op("mhc_fused_post_pre")
+    case_params = CASE_PARAMS
     outputs = ("new_residual", "post_mix", "comb_mix", "layer_input")
     output_dtypes = {"new_residual": torch.bfloat16, **MhcPreSpec.output_dtypes}
     guard_inputs = True
     token_args = ("x", "residual", "post_layer_mix", "comb_res_mix")
 
-    def make_inputs(self, case: Case) -> dict:
-        m = case.param("hc_mult", HC_MULT)
+    def _make_inputs(self, case: Case) -> dict:
+        m = self.param(case, "hc_mult")
         return {**post_inputs(case, m), **pre_params(case, m)}
 
     def _reference(self, inputs: dict) -> dict:
@@ -144,13 +150,14 @@ class HcHeadSpec(OpSpec):
     op = "hc_head"
     signature = contract("hidden_states", "hc_fn", "hc_scale", "hc_base", "rms_eps", "hc_eps")
     tolerances = mhc_tolerances.for_op("hc_head")
+    case_params = CASE_PARAMS
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
     guard_inputs = True
     token_args = ("hidden_states",)
 
-    def make_inputs(self, case: Case) -> dict:
-        m = case.param("hc_mult", HC_MULT)
+    def _make_inputs(self, case: Case) -> dict:
+        m = self.param(case, "hc_mult")
         k = m * case.hidden
         return {
             "hidden_states": streams(case, 30, m),

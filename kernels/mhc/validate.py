@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.specs import ContractError  # noqa: F401  (re-exported: raised by these checks)
+from harness.core.errors import ContractError  # noqa: F401  (re-exported: raised by these checks)
 
 
 def _want(cond: bool, msg: str) -> None:

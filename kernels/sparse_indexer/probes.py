@@ -6,7 +6,8 @@ from __future__ import annotations
 from harness.core.family import Probe
 from harness.core.registry import Implementation, records
 from harness.core.results import Finding, result_row
-from harness.core.specs import Case, OpSpec
+from harness.core.cases import Case
+from harness.core.specs import OpSpec
 from kernels.sparse_indexer.step import STEP_OPS, decode_rows, judge_step, make_step, \
     reference_step, run_step
 
@@ -16,18 +17,18 @@ INDEXER_CHECKS = Probe(
         "fp8_quantize_k": ((37, ()), (9, (("scale_fmt", "ue8m0"),))),
         "fp8_quantize_q": ((13, (("heads", 4),)),),
         "indexer_k_quant_and_cache": ((70, ()), (20, (("scale_fmt", "ue8m0"),))),
-        "fp8_mqa_logits": ((29, (("heads", 4), ("seqs", 3), ("n", 200))),
-                           (16, (("heads", 8), ("seqs", 1), ("n", 0)))),
-        "fp8_paged_mqa_logits": ((12, (("heads", 4), ("next_n", 2), ("n", 300))),
-                                 (7, (("heads", 4), ("n", 130)))),
+        "fp8_mqa_logits": ((29, (("heads", 4), ("seqs", 3), ("context", 200))),
+                           (16, (("heads", 8), ("seqs", 1), ("context", 0)))),
+        "fp8_paged_mqa_logits": ((12, (("heads", 4), ("next_n", 2), ("context", 300))),
+                                 (7, (("heads", 4), ("context", 130)))),
     })
 """Small indexer cases: ragged windows with context, a query row that sees a single key, next_n
 draft rows, shuffled block tables over a cache full of garbage bytes."""
 
 STEP_PROBES = (
-    (("batch", 3), ("next_n", 2), ("pad", 2), ("prefill", 9), ("seqs", 2), ("n", 300),
-     ("heads", 4), ("k", 32)),
-    (("batch", 2), ("next_n", 4), ("pad", 1), ("n", 200), ("heads", 4), ("k", 16),
+    (("batch", 3), ("next_n", 2), ("pad", 2), ("prefill", 9), ("seqs", 2), ("context", 300),
+     ("heads", 4), ("top_k", 32)),
+    (("batch", 2), ("next_n", 4), ("pad", 1), ("context", 200), ("heads", 4), ("top_k", 16),
      ("data", "exact")),
 )
 """Mixed prefill + decode with graph padding and next_n > 1; the exact-data step must select the
@@ -45,7 +46,7 @@ def indexer_step(spec: OpSpec, impl: Implementation, profile, base: Case) -> Fin
     view = getattr(impl.fn, "step_decode_view", decode_rows)
     rows, problems = [], []
     for params in STEP_PROBES:
-        case = Case("fp8_paged_mqa_logits", 0, 0, base.seed, base.device, params)
+        case = Case("fp8_paged_mqa_logits", seed=base.seed, device=base.device, params=params)
         batch = make_step(case)
         try:
             row = judge_step(batch, run_step(batch, impls, decode_view=view), reference_step(batch))

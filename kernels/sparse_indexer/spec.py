@@ -1,11 +1,13 @@
 """Op specs of the sparse-attention indexer: fp8 quantisation, the K cache, MQA logits.
 
-Inputs model DeepSeek-V3.2's indexer: head_dim 128, 64 heads (``heads`` param), K and Q
-activations ~ N(0, 1) with per-token scales spread over ~e^{+-1} and a few outlier channels,
-mixed-sign head weights (so relu-before-the-head-sum matters), a ragged prefill batch
-(``seqs``, ``n`` as for top-k) and a paged decode batch (``next_n``, ``n`` max context,
-``shuffled`` block tables, unused cache slots and spare blocks full of garbage bytes, including
-fp8 NaN patterns, which a correct kernel never lets into a visible logit).
+Inputs model DeepSeek-V3.2's indexer: head_dim 128, 64 heads (case parameter ``heads``), K and
+Q activations ~ N(0, 1) with per-token scales spread over ~e^{+-1} and a few outlier channels,
+mixed-sign head weights (so relu-before-the-head-sum matters), a ragged prefill batch (``seqs``
+sequences sharing a cached ``context`` budget, as for top-k; ``tokens`` query rows) and a paged
+decode batch (``tokens`` = requests x ``next_n`` query rows, or ``batch`` requests; ``context``
+the maximum context; ``shuffled`` block tables, unused cache slots and spare blocks full of
+garbage bytes, including fp8 NaN patterns, which a correct kernel never lets into a visible
+logit). ``scale_fmt``: None or ``ue8m0`` (power-of-two scales).
 
 Comparisons:
 - quantised values, scales and the whole cache: bit-exact (RTNE of x / scale is deterministic),
@@ -29,8 +31,9 @@ from __future__ import annotations
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
-from harness.core.specs import (Case, Comparison, ContractViolation, OpSpec, contract, generator,
-                                register_spec)
+from harness.core.cases import Case, generator
+from harness.core.errors import ContractViolation
+from harness.core.specs import Comparison, OpSpec, contract, register_spec
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.validate import FP8, SCALE_BYTES
 
@@ -176,8 +179,9 @@ class QuantizeKSpec(OpSpec):
     outputs = ("values", "scale")
     output_dtypes = {"values": FP8, "scale": torch.float32}
     token_args = ("k",)
+    case_params = {"scale_fmt": None}
 
-    def make_inputs(self, case: Case) -> dict:
+    def _make_inputs(self, case: Case) -> dict:
         k = _activations(case, 1, case.tokens, HEAD_DIM)
         if case.tokens >= 4:
             k[0] = 0
@@ -185,7 +189,7 @@ class QuantizeKSpec(OpSpec):
             k[2] *= 1e-5
             k[3] = 0
             k[3, :len(TIES)] = torch.tensor(TIES, device=k.device)
-        return {"k": k, "scale_fmt": case.param("scale_fmt")}
+        return {"k": k, "scale_fmt": self.param(case, "scale_fmt")}
 
     def _reference(self, inputs):
         values, scale = ref.quantize_rows(inputs["k"], inputs["scale_fmt"])
@@ -202,12 +206,13 @@ class QuantizeQSpec(QuantizeKSpec):
     outputs = ("values", "weights")
     output_dtypes = {"values": FP8, "weights": torch.float32}
     token_args = ("q", "weights")
+    case_params = {"heads": HEADS}
 
     def case_elements(self, case: Case) -> int | None:
-        return case.tokens * case.param("heads", HEADS) * HEAD_DIM if case.tokens else None
+        return case.tokens * self.param(case, "heads") * HEAD_DIM if case.tokens else None
 
-    def make_inputs(self, case: Case) -> dict:
-        heads = case.param("heads", HEADS)
+    def _make_inputs(self, case: Case) -> dict:
+        heads = self.param(case, "heads")
         q = _activations(case, 2, case.tokens, heads, HEAD_DIM)
         w = torch.randn(case.tokens, heads, generator=generator(case, 3, case.device),
                         device=case.device)
@@ -233,10 +238,11 @@ class QuantAndCacheSpec(OpSpec):
     outputs = ("kv_cache",)
     output_dtypes = {"kv_cache": torch.uint8}
     token_args = ("k", "slot_mapping")
+    case_params = {"scale_fmt": None}
     reference_extras = ref.KV_LAYOUTS
     """The cache as each layout an implementation may declare (``kv_layout``) writes it."""
 
-    def make_inputs(self, case: Case) -> dict:
+    def _make_inputs(self, case: Case) -> dict:
         t = case.tokens
         num_blocks = t // BLOCK_SIZE + 3
         g = generator(case, 4, case.device)
@@ -245,7 +251,7 @@ class QuantAndCacheSpec(OpSpec):
             slots[torch.randperm(t, generator=g, device=case.device)[:max(1, t // 8)]] = -1
         return {"k": _activations(case, 5, t, HEAD_DIM), "kv_cache": _garbage_cache(case, num_blocks),
                 "slot_mapping": slots.long(), "quant_block_size": HEAD_DIM,
-                "scale_fmt": case.param("scale_fmt")}
+                "scale_fmt": self.param(case, "scale_fmt")}
 
     def prepare(self, inputs):
         return {**inputs, "kv_cache": inputs["kv_cache"].clone()}
@@ -288,12 +294,13 @@ class MqaLogitsSpec(OpSpec):
     outputs = ("logits",)
     output_dtypes = {"logits": torch.float32}
     token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
+    case_params = {"heads": HEADS, "seqs": 1, "context": 1024}
     reference_extras = ("bound",)
     """``sum_h |w| sum_d |q k| * k_scale`` per logit (float64): the scale of its rounding."""
 
-    def make_inputs(self, case: Case) -> dict:
-        heads = case.param("heads", HEADS)
-        batch = ragged_prefill(case.tokens, case.param("seqs", 1), case.param("n", 1024),
+    def _make_inputs(self, case: Case) -> dict:
+        heads = self.param(case, "heads")
+        batch = ragged_prefill(case.tokens, self.param(case, "seqs"), self.param(case, "context"),
                                generator(case, 8))
         k = _activations(case, 10, max(batch.num_keys, 1), HEAD_DIM)
         k_fp8, k_scale = ref.quantize_rows(k, None)
@@ -334,21 +341,26 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
     signature = contract("q", "kv_cache", "weights", "context_lens", "block_tables",
                          "max_model_len")
     token_args = ()
+    case_params = {"heads": HEADS, "next_n": 1, "batch": 0, "context": 2048, "shuffled": True}
+
+    def case_elements(self, case: Case) -> int | None:
+        rows = case.tokens or self.param(case, "batch") * self.param(case, "next_n")
+        return rows * max(self.param(case, "context"), 1) if rows else None
 
     def token_count(self, inputs) -> int:
         return inputs["q"].shape[0] * inputs["q"].shape[1]
 
-    def make_inputs(self, case: Case) -> dict:
-        next_n, heads = case.param("next_n", 1), case.param("heads", HEADS)
+    def _make_inputs(self, case: Case) -> dict:
+        next_n, heads = self.param(case, "next_n"), self.param(case, "heads")
         if case.tokens % next_n:
             raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of next_n={next_n}")
-        batch, n = case.tokens // next_n, case.param("n", 2048)
+        batch, n = case.tokens // next_n, self.param(case, "context")
         g = generator(case, 11)
         lens = decode_seq_lens(batch, next_n, n, g)
         need = [(int(x) + BLOCK_SIZE - 1) // BLOCK_SIZE for x in lens]
         max_blocks = (n + BLOCK_SIZE - 1) // BLOCK_SIZE
         total = sum(need) + 3
-        order = (torch.randperm(total, generator=g) if case.param("shuffled", True)
+        order = (torch.randperm(total, generator=g) if self.param(case, "shuffled")
                  else torch.arange(total))
         tables = torch.randint(0, total, (batch, max_blocks), generator=g, dtype=torch.int32)
         used = 0

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
-from harness.core.specs import Case, generator
+from harness.core.cases import Case, generator
 from kernels.topk.compare import SENTINEL, compare_topk, guard_violations, guarded_buffer
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.spec import (BLOCK_SIZE, HEAD_DIM, U32, _activations, _f64_logits,
@@ -68,20 +68,33 @@ class StepBatch:
         return self.kv_cache.clone()
 
 
+STEP_PARAMS = {"batch": 4, "next_n": 1, "pad": 0, "seqs": 1, "prefill": 0, "context": 1024,
+               "heads": 64, "top_k": 64, "data": "random", "block_size": BLOCK_SIZE}
+"""A step case's parameters and defaults: ``batch`` decode requests, ``next_n``, ``pad`` padded
+requests, ``seqs`` prefill sequences sharing ``prefill`` tokens, ``context`` max context,
+``heads``, ``top_k``, ``data`` (``random``, or ``exact``: small integers and power-of-two
+scales, so every logit is exact in fp32 and the step must match the reference's selection up
+to ties), ``block_size`` of the paged K cache."""
+
+
 def make_step(case: Case) -> StepBatch:
-    """Params: ``batch`` decode requests, ``next_n``, ``pad`` padded requests, ``seqs`` prefill
-    sequences sharing ``prefill`` tokens, ``n`` max context, ``heads``, ``k`` top-k, ``data``
-    (``random``, or ``exact``: small integers and power-of-two scales, so every logit is exact
-    in fp32 and the step must match the reference's selection up to ties), ``block_size`` of the
-    paged K cache (default 64)."""
+    """The indexer step of ``case`` (parameters: STEP_PARAMS)."""
+    unknown = [name for name, _ in case.params if name not in STEP_PARAMS]
+    if unknown:
+        raise ValueError(f"{case.id}: a step case takes no parameter {', '.join(unknown)}; it "
+                         f"takes {', '.join(STEP_PARAMS)}")
+
+    def param(name):
+        return case.param(name, STEP_PARAMS[name])
+
     dev, g = case.device, generator(case, 21)
-    batch, next_n, pad = case.param("batch", 4), case.param("next_n", 1), case.param("pad", 0)
-    heads, n, exact = case.param("heads", 64), case.param("n", 1024), case.param("data") == "exact"
+    batch, next_n, pad = param("batch"), param("next_n"), param("pad")
+    heads, n, exact = param("heads"), param("context"), param("data") == "exact"
     lens = decode_seq_lens(batch, next_n, n, g) if batch else torch.zeros(0, dtype=torch.int32)
-    pre = ragged_prefill(case.param("prefill", 0), case.param("seqs", 1), n, g)
-    pre_lens = pre.seq_lens if case.param("prefill", 0) else []
+    pre = ragged_prefill(param("prefill"), param("seqs"), n, g)
+    pre_lens = pre.seq_lens if param("prefill") else []
     totals = [int(x) for x in lens] + [c + n_new for c, n_new in zip(pre.contexts, pre_lens)]
-    bs = case.param("block_size", BLOCK_SIZE)
+    bs = param("block_size")
     need = [(t + bs - 1) // bs for t in totals]
     num_blocks = sum(need) + 3
     order = torch.randperm(num_blocks, generator=g)
@@ -142,7 +155,7 @@ def make_step(case: Case) -> StepBatch:
         decode_tables=dec_tables.to(dev), prefill_tables=[t.to(dev) for t in tables[batch:]],
         prefill_contexts=list(pre.contexts[:len(pre_lens)]), prefill_lens=list(pre_lens),
         prefill_starts=pre.starts.to(dev), prefill_ends=pre.ends.to(dev),
-        max_model_len=max_blocks * bs, top_k=case.param("k", 64), block_size=bs)
+        max_model_len=max_blocks * bs, top_k=param("top_k"), block_size=bs)
 
 
 def gather_prefill_keys(b: StepBatch, kv_cache: torch.Tensor):

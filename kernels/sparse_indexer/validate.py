@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.specs import ContractError
+from harness.core.errors import ContractError
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0

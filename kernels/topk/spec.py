@@ -4,8 +4,11 @@ Inputs model the indexer: a ragged prefill batch (each query row sees its own se
 context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) or a decode batch
 (``next_n`` draft rows per request, causal per draft). Case params:
 
-- ``k`` top_k; ``n`` columns (decode) or the cached-context budget shared by the prefill
-  sequences (each gets up to n // seqs keys before its own tokens);
+- ``tokens``: the logits rows (query rows); a decode sweep may give ``batch`` requests instead
+  (rows = ``batch`` x ``next_n``, set by the test);
+- ``top_k``; ``context``: a decode row's maximum context (the logits' columns), or the
+  cached-context budget shared by the prefill sequences (each gets up to context // seqs keys
+  before its own tokens);
 - ``seqs`` prefill sequences; ``next_n`` decode drafts per request; ``pad`` graph-padding rows
   the indices buffer has beyond num_rows (they must stay untouched);
 - ``data``: ``random`` or ``ties`` (top 22 bits shared, as vLLM's 10LSBits generator);
@@ -22,18 +25,19 @@ from __future__ import annotations
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
-from harness.core.specs import Case, Comparison, OpSpec, contract, generator, register_spec
+from harness.core.cases import Case, generator
+from harness.core.specs import Comparison, OpSpec, contract, register_spec
 from kernels.topk.compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
 from kernels.topk.torch import select_into
 from kernels.topk.validate import decode_row_ends
 
 
-def _logits(case: Case, rows: int, n: int, starts, ends) -> torch.Tensor:
+def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.Tensor:
     """Generated on the case's device: decode cases reach 8192 x 131072 logits."""
     dev = case.device
     g = generator(case, 1, dev)
-    width = n + (17 if case.param("strided", False) else 0)
-    if case.param("data", "random") == "ties":
+    width = n + (17 if spec.param(case, "strided") else 0)
+    if spec.param(case, "data") == "ties":
         bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
                                           device=dev)
         buf = bits.view(torch.float32)
@@ -42,13 +46,22 @@ def _logits(case: Case, rows: int, n: int, starts, ends) -> torch.Tensor:
     cols = torch.arange(width, device=dev)
     outside = ((cols[None, :] < starts.to(dev).long()[:, None])
                | (cols[None, :] >= ends.to(dev).long()[:, None]))
-    buf.masked_fill_(outside, float("-inf") if case.param("clean", True) else 1e4)
+    buf.masked_fill_(outside, float("-inf") if spec.param(case, "clean") else 1e4)
     return buf[:, :n]
 
 
 class _TopKSpec(OpSpec):
     outputs = ("indices",)
     output_dtypes = {"indices": torch.int32}
+    case_params = {"top_k": 512, "context": 4096, "pad": 0, "data": "random", "clean": True,
+                   "strided": False}
+
+    def case_elements(self, case: Case) -> int | None:
+        rows = self.rows(case)
+        return rows * max(self.param(case, "context"), 1) if rows else None
+
+    def rows(self, case: Case) -> int:
+        return case.tokens
 
     def _windows(self, case: Case) -> tuple[torch.Tensor, torch.Tensor, int]:
         raise NotImplementedError
@@ -57,8 +70,8 @@ class _TopKSpec(OpSpec):
         return int(inputs["num_rows"])
 
     def _make(self, case: Case, head: dict) -> dict:
-        k = case.param("k", 512)
-        buf = guarded_buffer(case.tokens, k, case.param("pad", 0), case.device)
+        k = self.param(case, "top_k")
+        buf = guarded_buffer(case.tokens, k, self.param(case, "pad"), case.device)
         return {**head, "indices": buf, "num_rows": case.tokens,
                 "stride0": head["logits"].stride(0), "stride1": head["logits"].stride(1),
                 "top_k": k}
@@ -104,12 +117,14 @@ class TopKPrefillSpec(_TopKSpec):
     signature = contract("logits", "row_starts", "row_ends", "indices", "num_rows", "stride0",
                          "stride1", "top_k")
     token_args = ("logits", "row_starts", "row_ends")
+    case_params = {**_TopKSpec.case_params, "seqs": 1}
 
-    def make_inputs(self, case: Case) -> dict:
+    def _make_inputs(self, case: Case) -> dict:
         rows = case.tokens
-        batch = ragged_prefill(rows, case.param("seqs", 1), case.param("n", 4096), generator(case, 2))
+        batch = ragged_prefill(rows, self.param(case, "seqs"), self.param(case, "context"),
+                               generator(case, 2))
         starts, ends, key_start = batch.starts, batch.ends, batch.num_keys
-        logits = _logits(case, rows, max(key_start, 1), starts, ends)
+        logits = _logits(self, case, rows, max(key_start, 1), starts, ends)
         return self._make(case, {"logits": logits, "row_starts": starts.to(case.device),
                                  "row_ends": ends.to(case.device)})
 
@@ -123,16 +138,21 @@ class TopKDecodeSpec(_TopKSpec):
     signature = contract("logits", "next_n", "seq_lens", "indices", "num_rows", "stride0",
                          "stride1", "top_k")
     token_args = ("logits",)
+    case_params = {**_TopKSpec.case_params, "next_n": 1, "batch": 0}
 
-    def make_inputs(self, case: Case) -> dict:
-        next_n = case.param("next_n", 1)
+    def rows(self, case: Case) -> int:
+        """A decode sweep by requests: ``batch`` x ``next_n`` rows."""
+        return case.tokens or self.param(case, "batch") * self.param(case, "next_n")
+
+    def _make_inputs(self, case: Case) -> dict:
+        next_n = self.param(case, "next_n")
         if case.tokens % next_n:
             raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of "
                              f"next_n={next_n}")
-        batch, n = case.tokens // next_n, case.param("n", 4096)
+        batch, n = case.tokens // next_n, self.param(case, "context")
         seq_lens = decode_seq_lens(batch, next_n, n, generator(case, 3))
         ends = decode_row_ends(seq_lens, next_n, case.tokens).int()
-        logits = _logits(case, case.tokens, n, torch.zeros_like(ends), ends)
+        logits = _logits(self, case, case.tokens, n, torch.zeros_like(ends), ends)
         return self._make(case, {"logits": logits, "next_n": next_n,
                                  "seq_lens": seq_lens.to(case.device)})
 
