@@ -8,11 +8,15 @@
 2. ``_gates_and_mix``: one program per token sums the partials in split order, applies the RMS
    scale, the gates and Sinkhorn, and writes the weighted sum of the streams.
 
-Batch invariance by construction: tile sizes are constants and the default ``n_splits`` depends
-on ``m*H`` only, never on T, so a token's arithmetic is the same whatever else is in the batch.
+Batch invariance by construction: tile sizes come from the call's launch plan (``LaunchPlan``,
+never chosen by T) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
+is the same whatever else is in the batch. A different plan changes only the order of the
+GEMM's fp32 additions: the knob ``plan`` is swept by the config-invariance detector (PLANS).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 import triton
@@ -23,14 +27,32 @@ from harness.core.registry import register
 from kernels.mhc import validate
 from kernels.triton_utils import dot_bf16, to_bf16_rtne
 
-BLOCK_T = 128
-BLOCK_K = 64
-GEMM_WARPS = 4
-GEMM_STAGES = 3
-PRECISION = "bf16x3"
-SPLIT_K_SIZE = 2048
-BLOCK_H = 1024
-EPILOGUE_WARPS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """The launch constants of one call (the default was tuned on the H100 with
+    ``benchmarks/tune_mhc_pre.py``). ``precision`` "bf16x3" keeps the GEMM fp32-accurate on bf16
+    tensor cores; any other value is passed to ``tl.dot`` (the tuner's "tf32x3")."""
+    block_t: int = 128
+    block_k: int = 64
+    gemm_warps: int = 4
+    gemm_stages: int = 3
+    precision: str = "bf16x3"
+    split_k_size: int = 2048
+    block_h: int = 1024
+    epilogue_warps: int = 2
+    post_warps: int = 4
+
+
+DEFAULT_PLAN = LaunchPlan()
+PLANS = (
+    DEFAULT_PLAN,
+    LaunchPlan(block_t=64, block_k=32, gemm_warps=8, gemm_stages=2, split_k_size=1024,
+               block_h=256, epilogue_warps=4, post_warps=8),
+)
+"""The knob ``plan`` of the registered ops: smaller tiles, another split size and other warp
+counts must give the default's results within tolerance."""
 N_SPLITS_KNOB = (1, 2, 3, 8)
 
 _REASON = triton_unavailable_reason()
@@ -150,34 +172,47 @@ def _n_pad(n: int) -> int:
     return max(16, triton.next_power_of_2(n))
 
 
-def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None):
+def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
+              plan: LaunchPlan = DEFAULT_PLAN):
     t, k = x.shape
     n_mix = fn.shape[0]
     if n_splits is None:
-        n_splits = triton.cdiv(k, SPLIT_K_SIZE)
+        n_splits = triton.cdiv(k, plan.split_k_size)
     if int(n_splits) < 1:
         raise validate.ContractError(f"n_splits must be >= 1, got {n_splits}")
-    k_per_split = triton.cdiv(triton.cdiv(k, int(n_splits)), BLOCK_K) * BLOCK_K
+    k_per_split = triton.cdiv(triton.cdiv(k, int(n_splits)), plan.block_k) * plan.block_k
     n_splits = triton.cdiv(k, k_per_split)
     n_pad = _n_pad(n_mix)
     mix = torch.empty((n_splits, t, n_pad), dtype=torch.float32, device=x.device)
     sq = torch.empty((n_splits, t), dtype=torch.float32, device=x.device)
-    _rms_gemm_partial[(triton.cdiv(t, BLOCK_T), n_splits)](
+    _rms_gemm_partial[(triton.cdiv(t, plan.block_t), n_splits)](
         x, fn.contiguous(), mix, sq, t, k, k_per_split, N_MIX=n_mix, N_PAD=n_pad,
-        BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, PRECISION=PRECISION, INTERPRETED=triton_interpreted(),
-        num_warps=GEMM_WARPS,
-        num_stages=GEMM_STAGES)
+        BLOCK_T=plan.block_t, BLOCK_K=plan.block_k, PRECISION=plan.precision,
+        INTERPRETED=triton_interpreted(), num_warps=plan.gemm_warps, num_stages=plan.gemm_stages)
     return mix, sq, n_splits, n_pad
 
 
-def _block_h(h: int) -> int:
-    return min(BLOCK_H, triton.next_power_of_2(h))
+def _block_h(h: int, plan: LaunchPlan) -> int:
+    return min(plan.block_h, triton.next_power_of_2(h))
 
 
-@register("mhc_pre", "triton", **_HERE,
-          batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
+def _gates(mix, sq, splits, n_pad, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
+           hc_post_mult_value, sinkhorn_repeat, head: bool, plan: LaunchPlan) -> None:
+    """The second kernel: per token, the mixes from the GEMM partials, the gates (and Sinkhorn
+    for mhc_pre) and the weighted sum of the streams into ``out``."""
+    t, m, h = streams.shape
+    _gates_and_mix[(t,)](
+        mix, sq, streams, hc_scale, hc_base, out, post, comb, t, h, splits, *map(float, eps),
+        float(hc_post_mult_value), int(sinkhorn_repeat), M=m, M_PAD=triton.next_power_of_2(m),
+        N_PAD=n_pad, HEAD=head, BLOCK_H=_block_h(h, plan), num_warps=plan.epilogue_warps)
+
+
+KNOBS = {"n_splits": N_SPLITS_KNOB, "plan": PLANS}
+
+
+@register("mhc_pre", "triton", **_HERE, batch_invariant=True, knobs=KNOBS)
 def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
-            hc_post_mult_value, sinkhorn_repeat, n_splits=None):
+            hc_post_mult_value, sinkhorn_repeat, n_splits=None, plan: LaunchPlan = DEFAULT_PLAN):
     m, h = validate.check_pre(residual, fn, hc_scale, hc_base, sinkhorn_repeat)
     lead = residual.shape[:-2]
     res = residual.reshape(-1, m, h).contiguous()
@@ -186,55 +221,48 @@ def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_ep
     comb = torch.empty((t, m, m), dtype=torch.float32, device=res.device)
     layer_input = torch.empty((t, h), dtype=residual.dtype, device=res.device)
     if t:
-        mix, sq, splits, n_pad = _rms_gemm(res.view(t, m * h), fn, n_splits)
-        _gates_and_mix[(t,)](
-            mix, sq, res, hc_scale.contiguous(), hc_base.contiguous(), layer_input, post, comb,
-            t, h, splits, float(rms_eps), float(hc_pre_eps), float(hc_sinkhorn_eps),
-            float(hc_post_mult_value), int(sinkhorn_repeat), M=m,
-            M_PAD=triton.next_power_of_2(m), N_PAD=n_pad, HEAD=False, BLOCK_H=_block_h(h),
-            num_warps=EPILOGUE_WARPS)
+        mix, sq, splits, n_pad = _rms_gemm(res.view(t, m * h), fn, n_splits, plan)
+        _gates(mix, sq, splits, n_pad, res, hc_scale.contiguous(), hc_base.contiguous(),
+               layer_input, post, comb, (rms_eps, hc_pre_eps, hc_sinkhorn_eps),
+               hc_post_mult_value, sinkhorn_repeat, head=False, plan=plan)
     return post.view(*lead, m, 1), comb.view(*lead, m, m), layer_input.view(*lead, h)
 
 
-@register("mhc_post", "triton", **_HERE, batch_invariant=True)
-def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+@register("mhc_post", "triton", **_HERE, batch_invariant=True, knobs={"plan": PLANS})
+def mhc_post(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan = DEFAULT_PLAN):
     m, h = validate.check_post(x, residual, post_layer_mix, comb_res_mix)
     res = residual.reshape(-1, m, h).contiguous()
     t = res.shape[0]
     out = torch.empty_like(res)
     if t:
-        block_h = _block_h(h)
+        block_h = _block_h(h, plan)
         _post_mix[(t, triton.cdiv(h, block_h))](
             x.reshape(t, h).contiguous(), res, post_layer_mix.reshape(t, m).contiguous(),
             comb_res_mix.reshape(t, m, m).contiguous(), out, h, M=m, BLOCK_H=block_h,
-            num_warps=4)
+            num_warps=plan.post_warps)
     return out.view(residual.shape)
 
 
-@register("mhc_fused_post_pre", "triton", **_HERE,
-          batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
+@register("mhc_fused_post_pre", "triton", **_HERE, batch_invariant=True, knobs=KNOBS)
 def mhc_fused_post_pre(x, residual, post_layer_mix, comb_res_mix, fn, hc_scale, hc_base, rms_eps,
                        hc_pre_eps, hc_sinkhorn_eps, hc_post_mult_value, sinkhorn_repeat,
-                       n_splits=None):
-    new_residual = mhc_post(x, residual, post_layer_mix, comb_res_mix)
+                       n_splits=None, plan: LaunchPlan = DEFAULT_PLAN):
+    new_residual = mhc_post(x, residual, post_layer_mix, comb_res_mix, plan=plan)
     return (new_residual, *mhc_pre(new_residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps,
                                    hc_sinkhorn_eps, hc_post_mult_value, sinkhorn_repeat,
-                                   n_splits))
+                                   n_splits, plan=plan))
 
 
-@register("hc_head", "triton", **_HERE,
-          batch_invariant=True, knobs={"n_splits": N_SPLITS_KNOB})
-def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=None):
+@register("hc_head", "triton", **_HERE, batch_invariant=True, knobs=KNOBS)
+def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=None,
+            plan: LaunchPlan = DEFAULT_PLAN):
     m, h = validate.check_head(hidden_states, hc_fn, hc_scale, hc_base)
     lead = hidden_states.shape[:-2]
     hs = hidden_states.reshape(-1, m, h).contiguous()
     t = hs.shape[0]
     out = torch.empty((t, h), dtype=hidden_states.dtype, device=hs.device)
     if t:
-        mix, sq, splits, n_pad = _rms_gemm(hs.view(t, m * h), hc_fn, n_splits)
-        _gates_and_mix[(t,)](
-            mix, sq, hs, hc_scale.reshape(1).contiguous(), hc_base.contiguous(), out, out, out,
-            t, h, splits, float(rms_eps), float(hc_eps), 0.0, 0.0, 0, M=m,
-            M_PAD=triton.next_power_of_2(m), N_PAD=n_pad, HEAD=True, BLOCK_H=_block_h(h),
-            num_warps=EPILOGUE_WARPS)
+        mix, sq, splits, n_pad = _rms_gemm(hs.view(t, m * h), hc_fn, n_splits, plan)
+        _gates(mix, sq, splits, n_pad, hs, hc_scale.reshape(1).contiguous(), hc_base.contiguous(),
+               out, out, out, (rms_eps, hc_eps, 0.0), 0.0, 0, head=True, plan=plan)
     return out.view(*lead, h)
