@@ -105,11 +105,10 @@ def tune() -> None:
     out = torch.empty(4096, 4096, device="cuda")
     rows = []
     for bm, bn, warps, stages in itertools.product((64, 128), (64, 128, 256), (4, 8), (2, 3)):
-        grid = (triton.cdiv(4096, bm), triton.cdiv(4096, bn))
+        plan = tk.LaunchPlan(block_m=bm, block_n=bn, warps=warps, stages=stages)
         try:
-            ms = triton.testing.do_bench(lambda: tk._mqa_logits[grid](
-                q, k, s, w, ks, ke, out, 4096, 4096, HEADS, D=HEAD_DIM, BM=bm, BN=bn,
-                DOT=1, num_warps=warps, num_stages=stages), warmup=3, rep=20)
+            ms = triton.testing.do_bench(lambda plan=plan: tk.launch_mqa(
+                q, k, s, w, ks, ke, out, False, plan), warmup=3, rep=20)
         except Exception as exc:  # a config that does not fit (shared memory, registers)
             rows.append({"BM": bm, "BN": bn, "warps": warps, "stages": stages, "ms": None,
                          "note": type(exc).__name__})

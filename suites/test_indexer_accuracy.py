@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from harness.detectors import config_invariance
 from harness.evaluate import evaluate
 from harness.core.ops import INDEXER_OPS
 
@@ -58,3 +59,15 @@ def test_paged_logits_match_reference(target, record):
 def test_paged_logits_at_131072_context(target, record):
     rows = target.case.param("batch") * target.case.param("next_n")
     _check(target, dataclasses.replace(target.case, tokens=rows), record)
+
+
+@pytest.mark.sweep(ops=["fp8_mqa_logits", "fp8_paged_mqa_logits"], tokens={"smoke": [34], "default": [258]},
+                   seqs=[3], next_n=[2], context={"smoke": [300], "default": [4096]}, heads=HEADS)
+def test_logits_do_not_depend_on_the_launch_plan(target, record):
+    """Every declared knob (the Triton kernels' launch ``plan``) within the bound of the
+    reference and within the fp32 tolerance of the default plan."""
+    if not target.impl.knobs:
+        pytest.skip(f"{target.impl.name} declares no launch knobs for {target.op}")
+    finding = config_invariance.check(target.spec, target.impl, target.case)
+    record(finding.rows)
+    assert finding.passed, finding.explain()

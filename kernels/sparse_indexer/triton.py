@@ -13,6 +13,8 @@ values (the contract's "may compute in higher precision").
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
 import triton.language as tl
@@ -27,8 +29,24 @@ _REASON = triton_unavailable_reason()
 _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 """How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
-BLOCK_M, BLOCK_N, LOGITS_WARPS, LOGITS_STAGES = 64, 128, 4, 3
 DOT_FP32, DOT_FP8, DOT_BF16 = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """The launch constants of the logits kernels (the default tuned on the H100 with
+    ``benchmarks/bench_indexer.py --tune``). A logit's arithmetic is its own row's and key's
+    whatever the tile, so results must not depend on the plan: the knob ``plan``, swept by the
+    config-invariance detector over PLANS."""
+    block_m: int = 64
+    block_n: int = 128
+    warps: int = 4
+    stages: int = 3
+    paged_warps: int = 4
+
+
+DEFAULT_PLAN = LaunchPlan()
+PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, paged_warps=8))
 
 
 @triton.jit
@@ -192,22 +210,30 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale
                                          D=k.shape[1], UE8M0=scale_fmt == "ue8m0")
 
 
-def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool):
+def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPlan):
     validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke)
     k, k_scale = kv
     m, heads, d = q.shape
     n = k.shape[0]
     out = torch.empty((m, n), dtype=torch.float32, device=q.device)
     if m and n:
-        grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
-        _mqa_logits[grid](q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
-                          weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, m, n, heads,
-                          D=d, BM=BLOCK_M, BN=BLOCK_N, DOT=_dot_mode(exact),
-                          num_warps=LOGITS_WARPS, num_stages=LOGITS_STAGES)
+        launch_mqa(q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
+                   weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, exact, plan)
     return out
 
 
-def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool):
+def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPlan) -> None:
+    """The prefill logits kernel alone, on validated contiguous arguments (what the op and the
+    tuner time)."""
+    (m, heads, d), n = q.shape, k.shape[0]
+    grid = (triton.cdiv(m, plan.block_m), triton.cdiv(n, plan.block_n))
+    _mqa_logits[grid](q, k, k_scale, weights, ks, ke, out, m, n, heads, D=d, BM=plan.block_m,
+                      BN=plan.block_n, DOT=_dot_mode(exact), num_warps=plan.warps,
+                      num_stages=plan.stages)
+
+
+def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool,
+           plan: LaunchPlan):
     _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
                                          max_model_len)
     b, next_n, heads, d = q.shape
@@ -217,31 +243,35 @@ def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exac
         _paged_mqa_logits[grid](q.contiguous(), kv_cache, weights.contiguous(), context_lens,
                                 block_tables, out, max_model_len, block_tables.stride(0), heads,
                                 NEXT_N=next_n, HP=triton.next_power_of_2(heads), BS=block_size,
-                                D=d, DOT=_dot_mode(exact), num_warps=4)
+                                D=d, DOT=_dot_mode(exact), num_warps=plan.paged_warps)
     return out
 
 
-@register("fp8_mqa_logits", "triton", **_HERE,
-          batch_invariant=True, accumulation=_ACCUMULATION)
-def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
-    return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=False)
+_LOGITS = {**_HERE, "batch_invariant": True, "knobs": {"plan": PLANS}}
 
 
-@register("fp8_mqa_logits", "triton-bf16", **_HERE,
-          batch_invariant=True)
-def fp8_mqa_logits_bf16(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+@register("fp8_mqa_logits", "triton", **_LOGITS, accumulation=_ACCUMULATION)
+def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, plan: LaunchPlan = DEFAULT_PLAN):
+    return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=False, plan=plan)
+
+
+@register("fp8_mqa_logits", "triton-bf16", **_LOGITS)
+def fp8_mqa_logits_bf16(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke,
+                        plan: LaunchPlan = DEFAULT_PLAN):
     """The same kernel with the fp8 values fed to bf16 tensor cores: exact products and a true
     fp32 accumulator, at the bf16 rate."""
-    return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=True)
+    return _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact=True, plan=plan)
 
 
-@register("fp8_paged_mqa_logits", "triton", **_HERE,
-          batch_invariant=True, accumulation=_ACCUMULATION)
-def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len):
-    return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=False)
+@register("fp8_paged_mqa_logits", "triton", **_LOGITS, accumulation=_ACCUMULATION)
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len,
+                         plan: LaunchPlan = DEFAULT_PLAN):
+    return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=False,
+                  plan=plan)
 
 
-@register("fp8_paged_mqa_logits", "triton-bf16", **_HERE,
-          batch_invariant=True)
-def fp8_paged_mqa_logits_bf16(q, kv_cache, weights, context_lens, block_tables, max_model_len):
-    return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=True)
+@register("fp8_paged_mqa_logits", "triton-bf16", **_LOGITS)
+def fp8_paged_mqa_logits_bf16(q, kv_cache, weights, context_lens, block_tables, max_model_len,
+                              plan: LaunchPlan = DEFAULT_PLAN):
+    return _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact=True,
+                  plan=plan)
