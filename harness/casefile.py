@@ -17,7 +17,10 @@ from typing import Any
 import torch
 
 FORMAT = "kernel-harness-case"
-VERSION = 1
+VERSION = 2
+"""2: references name their extras as the spec declares them (``bound``, the K-cache layouts) and
+cases use the families' parameter names (``top_k``, ``context``); a version-1 file is refused
+with the reason (its reference and case would be misread)."""
 DEFAULT_BUDGET_MB = 256
 
 

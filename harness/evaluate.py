@@ -147,6 +147,7 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     """
     inputs = spec.make_inputs(case) if inputs is None else inputs
     ref = spec.reference(inputs) if ref is None else ref
+    spec.check_reference(ref)
     inputs, guards = with_guard_rows(spec, inputs)
     before = {name: t.detach().clone() for name, t in tensors_of(inputs).items()}
     try:

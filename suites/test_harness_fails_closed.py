@@ -9,7 +9,10 @@ import torch
 from harness import families
 from harness.core import registry
 from harness.core.metrics import compare, per_token_error, ulp_distance
+from harness.core.cases import Case
 from harness.core.ops import UnknownOpError
+from harness.core.specs import get_spec
+from harness.evaluate import evaluate
 from harness.plugins import ImplModuleError, load_impl_module
 from harness.core.tolerances import Tolerance
 
@@ -99,9 +102,6 @@ def _broken_post(x, residual, post_layer_mix, comb_res_mix):
 
 
 def test_known_deviation_is_reported_apart_never_as_pass():
-    from harness.evaluate import evaluate
-    from harness.core.cases import Case
-    from harness.core.specs import get_spec
 
     families.load()
     case = Case("mhc_post", tokens=7, hidden=64)
@@ -117,8 +117,6 @@ def test_known_deviation_is_reported_apart_never_as_pass():
 def test_heavy_cases_are_marked_to_take_a_gpu_memory_slot():
     from harness.profiles import get_profile
     from harness.pytest_plugin import _memory_marks
-    from harness.core.cases import Case
-    from harness.core.specs import get_spec
 
     nightly, smoke = get_profile("nightly"), get_profile("smoke")
     post, topk = get_spec("mhc_post"), get_spec("top_k_per_row_prefill")
@@ -138,10 +136,7 @@ def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
     and passes only where it declares TF32 accumulation (whose bound admits ~1e-4)."""
     import dataclasses
 
-    from harness.evaluate import evaluate
     from kernels.mhc.faults import gemm_fp16_above_t
-    from harness.core.cases import Case
-    from harness.core.specs import get_spec
 
     fp16_gemm = gemm_fp16_above_t(0)
     case = Case("mhc_pre", tokens=257, hidden=64)
@@ -152,8 +147,6 @@ def test_mhc_mixes_are_judged_by_the_declared_accumulation_class():
 
 
 def test_decode_cases_are_sized_by_batch_and_drafts():
-    from harness.core.cases import Case
-    from harness.core.specs import get_spec
 
     decode = Case("top_k_per_row_decode", device="cuda", batch=2048, next_n=4, context=131072)
     assert get_spec("top_k_per_row_decode").case_elements(decode) == 2048 * 4 * 131072
@@ -245,3 +238,20 @@ def test_a_subprocess_of_a_test_runs_under_its_share(tmp_path, monkeypatch):
         assert not heavy_done.is_set(), "the heavy test ran beside a light one"
     waiting.join(5)
     assert heavy_done.is_set()
+
+
+def test_a_case_parameter_its_spec_does_not_declare_is_refused():
+    """A typo in a case parameter (``topk`` for ``top_k``) would otherwise run the default."""
+    spec = get_spec("top_k_per_row_decode")
+    with pytest.raises(ValueError, match="takes no case parameter topk; it takes top_k"):
+        spec.make_inputs(Case("top_k_per_row_decode", tokens=4, topk=16))
+    with pytest.raises(ValueError, match="a case of mhc_post given to the spec of mhc_pre"):
+        get_spec("mhc_pre").make_inputs(Case("mhc_post", tokens=4, hidden=64))
+
+
+def test_a_reference_with_undeclared_keys_is_refused():
+    spec = get_spec("mhc_post")
+    case = Case("mhc_post", tokens=3, hidden=64)
+    ref = {**spec.reference(spec.make_inputs(case)), "_context": torch.zeros(1)}
+    with pytest.raises(ValueError, match="undeclared \\['_context'\\]"):
+        evaluate(spec, registry.get("mhc_post", "torch"), case, ref=ref)

@@ -17,7 +17,7 @@ from harness.core import metrics
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
 from harness.core.ops import check_op
-from harness.core.registry import ensure_loaded
+from harness.core.registry import Implementation, ensure_loaded
 from harness.core.tolerances import Tolerance, ToleranceTable
 
 
@@ -67,13 +67,23 @@ class OpSpec:
         raise NotImplementedError
 
     def check_case(self, case: Case) -> None:
+        """Refuse a case of another op, or one with a parameter this spec does not declare."""
+        if case.op != self.op:
+            raise ValueError(f"{case.id}: a case of {case.op} given to the spec of {self.op}")
         unknown = [name for name, _ in case.params if name not in self.case_params]
-        if case.op != self.op or unknown:
-            raise ValueError(
-                f"{case.id}: " + (f"a case of {case.op} given to the spec of {self.op}" if case.op != self.op
-                                  else f"{self.op} takes no case parameter {', '.join(unknown)}; it takes "
-                                       f"{', '.join(self.case_params) or 'none'}") +
-                f" ({type(self).__module__})")
+        if unknown:
+            raise ValueError(f"{case.id}: {self.op} takes no case parameter {', '.join(unknown)}; "
+                             f"it takes {', '.join(self.case_params) or 'none'} "
+                             f"({type(self).__module__}.{type(self).__name__}.case_params)")
+
+    def check_reference(self, ref: dict[str, Any]) -> None:
+        """Refuse a reference with a key that is neither an output nor a declared extra (a
+        stale saved case, or a spec passing context through the truth)."""
+        missing = [name for name in self.outputs if name not in ref]
+        unknown = [k for k in ref if k not in self.outputs and k not in self.reference_extras]
+        if missing or unknown:
+            raise ValueError(f"the reference of {self.op} lacks {missing} or has undeclared "
+                             f"{unknown}; outputs {self.outputs}, extras {self.reference_extras}")
 
     def param(self, case: Case, name: str) -> Any:
         """The case's value of a declared parameter, else its default."""
@@ -224,8 +234,8 @@ class Comparison:
     inputs: dict[str, Any]
     outputs: dict[str, torch.Tensor]
     expected: dict[str, Any]
-    impl: Any = None
-    """The harness.core.registry.Implementation judged; None judges by the defaults."""
+    impl: Implementation | None = None
+    """The implementation judged; None judges by the defaults."""
 
     @property
     def accumulation(self) -> str:
