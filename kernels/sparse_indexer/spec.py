@@ -295,6 +295,11 @@ class MqaLogitsSpec(OpSpec):
     output_dtypes = {"logits": torch.float32}
     token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
     case_params = {"heads": HEADS, "seqs": 1, "context": 1024}
+
+    def case_elements(self, case: Case) -> int | None:
+        """Query rows x context: the logits (and a torch implementation's per-head scores,
+        heads times that) are what fill the memory."""
+        return case.tokens * max(self.param(case, "context"), 1) if case.tokens else None
     reference_extras = ("bound",)
     """``sum_h |w| sum_d |q k| * k_scale`` per logit (float64): the scale of its rounding."""
 
