@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 
 from harness.core import registry
-from harness.core.device import configure_triton
 from harness.core.faults import Fault
 from harness.core.family import Family, Probe
 
@@ -22,6 +21,8 @@ _FAMILIES: tuple[Family, ...] | None = None
 def load() -> tuple[Family, ...]:
     global _FAMILIES
     if _FAMILIES is None:
+        from harness.core.device import configure_triton  # torch, only when kernels are wanted
+
         configure_triton()
         kernels = importlib.import_module("kernels")
         _FAMILIES = tuple(kernels.FAMILIES)
