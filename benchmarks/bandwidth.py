@@ -1,19 +1,11 @@
 """Measured device-to-device copy bandwidth (counting bytes read and written), the roofline the
-memory-bound kernels are judged against."""
+memory-bound kernels are judged against.
 
-import torch
-import triton.testing
+    python benchmarks/bandwidth.py
+"""
 
-
-def main(gib: float = 1.0) -> float:
-    n = int(gib * 2**30)
-    src = torch.empty(n, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=5, rep=50)
-    gbs = 2 * n / ms / 1e6
-    print(f"device copy of {gib:g} GiB: {ms:.3f} ms, {gbs:.0f} GB/s (read + write)")
-    return gbs
-
+from common import copy_bandwidth, need_gpu
 
 if __name__ == "__main__":
-    main()
+    need_gpu("bandwidth")
+    print(f"device copy of 1 GiB: {copy_bandwidth():.0f} GB/s (read + write)")

@@ -1,61 +1,87 @@
-"""Benchmark (prints a table, asserts nothing): Triton mHC kernels vs the torch reference.
+"""Benchmark (prints a table, asserts nothing): the Triton mHC kernels next to the torch reference
+and vLLM's own Triton kernels, against the copy bandwidth measured in the same run.
 
-    python benchmarks/bench_mhc.py [--hidden 7168] [--tokens 1 128 8192 65536]
+    python benchmarks/bench_mhc.py [--hidden 7168] [--tokens 1 128 8192 65536] [--json FILE]
 
 GB/s counts the bytes an ideal kernel must move: every input read once, every output written
-once (mhc_post: x, residual in + out; mhc_pre / hc_head: residual in + layer_input out).
+once (mhc_post: x, residual in + out; mhc_pre / hc_head: residual in + layer_input out;
+mhc_fused_post_pre: x, residual in, new residual and layer_input out). The row
+``triton post, then pre`` is the two separate Triton ops back to back, the fused op's baseline.
 """
 
 from __future__ import annotations
 
-import argparse
+import pathlib
+import sys
 
 import pandas as pd
 import torch
 
-from harness.core.registry import implementations
-from harness.core.cases import Case
-from harness.core.specs import get_spec
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from common import PEERS, copy_bandwidth, emit, need_gpu, parser, runnable, time_ms, with_ratios  # noqa: E402
+
+from harness.core.cases import Case  # noqa: E402
+from harness.core.registry import records  # noqa: E402
+from harness.core.specs import get_spec  # noqa: E402
+
+OPS = ("mhc_post", "mhc_pre", "mhc_fused_post_pre", "hc_head")
+STREAMS = 4
 
 
-def ideal_bytes(op: str, t: int, h: int, m: int = 4) -> int:
-    n_mix = m * (m + 2) if op == "mhc_pre" else m
+def ideal_bytes(op: str, t: int, h: int, m: int = STREAMS) -> int:
+    weights = {"mhc_pre": m * (m + 2), "hc_head": m}.get(op, m * (m + 2)) * m * h * 4
+    gates = t * m * (m + 1) * 4
     if op == "mhc_post":
-        return t * h * 2 + 2 * t * m * h * 2 + t * m * (m + 1) * 4
-    return t * m * h * 2 + t * h * 2 + n_mix * m * h * 4
+        return t * h * 2 + 2 * t * m * h * 2 + gates
+    if op == "mhc_fused_post_pre":
+        return t * h * 2 + 2 * t * m * h * 2 + t * h * 2 + weights + 2 * gates
+    return t * m * h * 2 + t * h * 2 + weights
 
 
-def bench(fn, args, warmup: int = 3, rep: int = 20) -> float:
-    import triton.testing
+def _post_then_pre(inputs: dict):
+    post, pre = records("mhc_post")["triton"].fn, records("mhc_pre")["triton"].fn
+    post_args = get_spec("mhc_post").arguments(get_spec("mhc_post").own_inputs(inputs))
+    pre_inputs = get_spec("mhc_pre").own_inputs(inputs)
 
-    return triton.testing.do_bench(lambda: fn(*args), warmup=warmup, rep=rep)
+    def run():
+        pre_inputs["residual"] = post(*post_args)
+        return pre(*get_spec("mhc_pre").arguments(pre_inputs))
+    return run
 
 
 def main(argv=None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--hidden", type=int, default=7168)
     ap.add_argument("--tokens", type=int, nargs="+", default=[1, 128, 8192, 65536])
-    ap.add_argument("--ops", nargs="+", default=["mhc_post", "mhc_pre", "hc_head"])
+    ap.add_argument("--ops", nargs="+", default=list(OPS))
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit("bench_mhc needs a GPU: run it on a CUDA host (timings under the "
-                         "Triton interpreter mean nothing)")
+    need_gpu("bench_mhc")
+    copy = copy_bandwidth()
     rows = []
     for op in args.ops:
         spec = get_spec(op)
-        impls = implementations(op)
+        impls = runnable(records(op), ("triton", *PEERS))
         for t in args.tokens:
             inputs = spec.make_inputs(Case(op, tokens=t, hidden=args.hidden, device="cuda"))
+            args_ = spec.arguments(inputs)
+            call = {name: (lambda fn=impl.fn: fn(*args_)) for name, impl in impls.items()}
+            if op == "mhc_fused_post_pre" and "triton" in impls:
+                call["triton post, then pre"] = _post_then_pre(inputs)
             nbytes = ideal_bytes(op, t, args.hidden)
-            times = {name: bench(impls[name], list(inputs.values())) for name in ("torch", "triton")}
-            for name, ms in times.items():
-                rows.append({"op": op, "T": t, "H": args.hidden, "impl": name, "ms": ms,
-                             "GB/s": nbytes / ms / 1e6,
-                             "speedup_vs_torch": times["torch"] / ms})
-            del inputs
+            for name, fn in call.items():
+                try:
+                    ms = time_ms(fn)
+                except torch.OutOfMemoryError:
+                    torch.cuda.empty_cache()
+                    rows.append({"op": op, "shape": f"T={t}", "impl": name, "note": "OOM"})
+                    continue
+                rows.append({"op": op, "shape": f"T={t}", "impl": name, "ms": ms,
+                             "figure": nbytes / ms / 1e6, "unit": "GB/s"})
+            inputs = args_ = call = None
             torch.cuda.empty_cache()
-    df = pd.DataFrame(rows)
-    print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    df = with_ratios(pd.DataFrame(rows), {"GB/s": copy})
+    emit("bench_mhc", df, {"copy GB/s": copy}, args.json)
     return df
 
 

@@ -1,31 +1,35 @@
 """Benchmark (prints a table, asserts nothing): Triton top-k per row vs torch.topk.
 
-    python benchmarks/bench_topk.py            # the issue's shapes, random and tie-heavy data
+    python benchmarks/bench_topk.py [--json FILE]   # the issue's shapes, random and tie-heavy data
     python benchmarks/bench_topk.py --tune [NAME=v1,v2 ...]   # launch constants of
                                                              # kernels/topk/triton.py
 
 torch.topk runs on the full rows (what the issue measured); the Triton decode op gets every row
-valid to its last column, so both select k of the same N values. Two Triton columns:
-``triton op`` is the registered op (argument checks, two or three launches, and the one
-synchronisation that reads the kernels' window-error codes); ``triton kernels`` is the same
-launches without that read (how a serving system would call them: no host synchronisation).
-``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits generator), so the whole row
-lands in one coarse bin and the finishing select reads the row itself: the slow path, shown so the
-fast one is not mistaken for the only one.
+valid to its last column, so both select k of the same N values. Two Triton rows: ``triton op``
+is the registered op (argument checks, a claimed error word, two or three launches; no host
+synchronisation: the window check is read later, see ``harness.core.deferred``); ``triton
+kernels`` is the launches alone. When the op's host time exceeds the GPU time (1 row), both
+measure the host. ``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits
+generator), so the whole row lands in one coarse bin and the finishing select reads the row
+itself: the slow path, shown so the fast one is not mistaken for the only one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import pathlib
 import sys
 
 import pandas as pd
 import torch
-import triton.testing
 
-from harness.core.registry import implementations
-from kernels.topk import triton as tk
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from common import copy_bandwidth, emit, need_gpu, parser, time_ms, with_ratios  # noqa: E402
+
+from harness.core.registry import implementations  # noqa: E402
+from kernels.topk import triton as tk  # noqa: E402
 
 SHAPES = [(1, 131072, 2048), (64, 131072, 2048), (2048, 8192, 2048), (64, 300000, 2048)]
 
@@ -38,16 +42,17 @@ def _logits(rows: int, n: int, data: str) -> torch.Tensor:
 
 
 def _bench(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=10, rep=200, return_mode="median")
+    return time_ms(fn, rep=200)
 
 
 def _kernels_only(logits, seq_lens, idx, r, n, k, plan=tk.DEFAULT_PLAN):
     return lambda: tk.launch(logits, None, seq_lens, 1, idx, r, n, 1, k, decode=True, plan=plan)
 
 
-def main() -> pd.DataFrame:
-    if not torch.cuda.is_available():
-        raise SystemExit("bench_topk needs a GPU")
+def main(argv=None) -> pd.DataFrame:
+    args = parser(__doc__).parse_args(argv)
+    need_gpu("bench_topk")
+    copy = copy_bandwidth()
     triton_decode = implementations("top_k_per_row_decode")["triton"]
     rows = []
     for (r, n, k), data in itertools.product(SHAPES, ("random", "ties")):
@@ -56,16 +61,15 @@ def main() -> pd.DataFrame:
         logits = _logits(r, n, data)
         seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
         idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
-        t_torch = _bench(lambda: logits.topk(k, dim=1))
-        timings = {"torch.topk": t_torch,
+        timings = {"torch": _bench(lambda: logits.topk(k, dim=1)),
                    "triton op": _bench(lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k)),
                    "triton kernels": _bench(_kernels_only(logits, seq_lens, idx, r, n, k))}
         for name, ms in timings.items():
-            rows.append({"rows": r, "cols": n, "k": k, "data": data, "impl": name, "ms": ms,
-                         "GB/s (logits once)": r * n * 4 / ms / 1e6,
-                         "speedup_vs_torch": t_torch / ms})
-    df = pd.DataFrame(rows)
-    print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            rows.append({"op": "top_k_per_row_decode", "shape": f"{r}x{n} k={k} {data}",
+                         "impl": name, "ms": ms, "figure": r * n * 4 / ms / 1e6,
+                         "unit": "GB/s"})
+    df = with_ratios(pd.DataFrame(rows), {"GB/s": copy}, peers=("torch",))
+    emit("bench_topk", df, {"copy GB/s": copy}, args.json)
     return df
 
 

@@ -1,0 +1,100 @@
+"""What every benchmark shares: timing, the limits measured on this device in the same run, the
+peers timed on the same inputs, and one output shape (a printed table; ``--json`` for the nightly
+report, one flat record per row, so runs can be concatenated and plotted over time).
+
+Every row carries its ``figure`` in its ``unit`` (GB/s or TFLOP/s), the ``limit`` of that unit
+measured here, ``% of limit``, and one ``x vs PEER`` column per peer (peer time / this time:
+above 1 is faster than the peer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+from typing import Callable
+
+import pandas as pd
+import torch
+
+PEERS = ("torch", "vllm-triton")
+"""Peers of a shipped kernel, where registered and runnable: the torch reference and the
+installed vLLM's own Triton kernel for the same op."""
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--json", metavar="FILE", help="also write the rows to FILE (JSON)")
+    return ap
+
+
+def need_gpu(name: str) -> None:
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{name} needs a CUDA GPU: timings under the Triton interpreter mean "
+                         "nothing. Run it on a GPU host.")
+
+
+def time_ms(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> float:
+    """Median GPU time of ``fn`` in ms (triton's do_bench: L2 flushed between calls)."""
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+
+
+def copy_bandwidth(gib: float = 1.0) -> float:
+    """Device-to-device copy, bytes read + written per second (GB/s): the memory limit."""
+    n = int(gib * 2**30)
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src), warmup=5, rep=50)
+    return 2 * n / ms / 1e6
+
+
+def mma_roofline(n: int = 8192) -> dict[str, float]:
+    """TFLOP/s of an n^3 GEMM on fp8 (``torch._scaled_mm``) and bf16 tensor cores: the compute
+    limits."""
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    fp8 = time_ms(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16), rep=50)
+    x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    bf16 = time_ms(lambda: x @ x, rep=50)
+    return {"fp8 TFLOP/s": 2 * n ** 3 / fp8 / 1e9, "bf16 TFLOP/s": 2 * n ** 3 / bf16 / 1e9}
+
+
+def runnable(records: dict, names) -> dict:
+    """The implementations among ``names`` that are registered and can run here."""
+    return {n: records[n] for n in names if n in records and records[n].available}
+
+
+def with_ratios(df: pd.DataFrame, limits: dict[str, float], peers=PEERS,
+                keys=("op", "shape")) -> pd.DataFrame:
+    """Adds the ``limit`` of each row's ``unit`` (``limits[unit]``), ``% of limit`` (figure /
+    limit) and ``x vs PEER`` for each peer timed on the same (op, shape)."""
+    df = df.copy()
+    limit = df["unit"].map(limits)
+    df["limit"] = limit.round()
+    df["% of limit"] = (100 * df["figure"] / limit).round(1)
+    for peer in peers:
+        ref = df[df["impl"] == peer].set_index(list(keys))["ms"]
+        if ref.empty:
+            continue
+        peer_ms = df.set_index(list(keys)).index.map(ref.to_dict().get)
+        df[f"x vs {peer}"] = (pd.Series(peer_ms, index=df.index, dtype=float) / df["ms"]).round(2)
+    return df
+
+
+def emit(name: str, df: pd.DataFrame, limits: dict, json_path: str | None) -> None:
+    """Prints the device, the limits and the table; writes the --json file."""
+    device = torch.cuda.get_device_name()
+    print(f"{name} on {device}; limits measured in this run: "
+          + ", ".join(f"{k} {v:.0f}" for k, v in limits.items()))
+    print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if json_path:
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        records = df.astype(object).where(df.notna(), None).to_dict("records")
+        pathlib.Path(json_path).write_text(json.dumps({
+            "benchmark": name, "time": stamp, "device": device, "torch": torch.__version__,
+            "limits": limits, "rows": [{"benchmark": name, "time": stamp, "device": device,
+                                        **r} for r in records]}, indent=1))
