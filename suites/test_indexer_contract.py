@@ -5,6 +5,7 @@ correct alternatives (another head-sum order, paged logits via gather + prefill)
 import pytest
 import torch
 
+from harness.core import deferred
 from harness.evaluate import evaluate
 from harness.core.ops import INDEXER_OPS
 from harness.core.registry import Implementation, records
@@ -68,10 +69,10 @@ BAD_MQA = {
 
 @pytest.mark.implementation("torch", "triton")
 @pytest.mark.parametrize("case", BAD_MQA, ids=list(BAD_MQA))
-def test_mqa_rejects_bad_arguments(case):
+def test_mqa_rejects_bad_arguments(case, device):
     mutate, message = BAD_MQA[case]
     for fn in _shipped("fp8_mqa_logits"):
-        args = _mqa_inputs()
+        args = _mqa_inputs(device)
         mutate(args)
         with pytest.raises(ContractError, match=message):
             get_spec("fp8_mqa_logits").call(fn, args)
@@ -89,19 +90,21 @@ BAD_PAGED = {
 
 @pytest.mark.implementation("torch", "triton")
 @pytest.mark.parametrize("case", BAD_PAGED, ids=list(BAD_PAGED))
-def test_paged_rejects_bad_arguments(case):
+def test_paged_rejects_bad_arguments(case, device):
     mutate, message = BAD_PAGED[case]
     for fn in _shipped("fp8_paged_mqa_logits"):
-        args = _paged_inputs()
+        args = _paged_inputs(device)
         mutate(args)
         with pytest.raises(ContractError, match=message):
             get_spec("fp8_paged_mqa_logits").call(fn, args)
 
 
 @pytest.mark.implementation("torch", "triton")
-def test_quantisation_rejects_bad_arguments():
-    k = torch.randn(4, HEAD_DIM).bfloat16()
-    cache = torch.zeros(2, BLOCK_SIZE, 1, HEAD_DIM + 4, dtype=torch.uint8)
+def test_quantisation_rejects_bad_arguments(device):
+    """On the device the harness runs on (on a GPU the Triton kernels flag bad slots there and
+    the check is read by ``deferred.raise_pending``)."""
+    k = torch.randn(4, HEAD_DIM, device=device).bfloat16()
+    cache = torch.zeros(2, BLOCK_SIZE, 1, HEAD_DIM + 4, dtype=torch.uint8, device=device)
     for fn in _shipped("fp8_quantize_k"):
         with pytest.raises(ContractError, match="k must be bf16"):
             fn(k.float())
@@ -109,12 +112,13 @@ def test_quantisation_rejects_bad_arguments():
             fn(k, "e4m3")
     for fn in _shipped("indexer_k_quant_and_cache"):
         with pytest.raises(ContractError, match="slot_mapping entries"):
-            fn(k, cache, torch.tensor([0, 1, 2, 2 * BLOCK_SIZE]), HEAD_DIM, None)
+            fn(k, cache, torch.tensor([0, 1, 2, 2 * BLOCK_SIZE], device=device), HEAD_DIM, None)
+            deferred.raise_pending()
         with pytest.raises(ContractError, match="quant_block_size"):
-            fn(k, cache, torch.arange(4), 64, None)
+            fn(k, cache, torch.arange(4, device=device), 64, None)
     for fn in _shipped("fp8_quantize_q"):
         with pytest.raises(ContractError, match="weights must be float32"):
-            fn(k.view(4, 1, HEAD_DIM), torch.ones(4, 2), 0.1)
+            fn(k.view(4, 1, HEAD_DIM), torch.ones(4, 2, device=device), 0.1)
 
 
 def _reverse_head_order(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):

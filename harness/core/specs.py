@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from harness.core import metrics
+from harness.core import deferred, metrics
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
 from harness.core.ops import check_op
@@ -133,8 +133,11 @@ class OpSpec:
         return {name: inputs[name] for name in self.signature.parameters if name in inputs}
 
     def call(self, fn: Callable, inputs: dict[str, Any], **knobs: Any) -> Any:
-        """``fn`` called on ``inputs`` bound by name; ``knobs`` go as keywords."""
-        return fn(*self.arguments(inputs), **knobs)
+        """``fn`` called on ``inputs`` bound by name; ``knobs`` go as keywords. Errors that the
+        kernels found on the device are raised here, from this call (``deferred``)."""
+        result = fn(*self.arguments(inputs), **knobs)
+        deferred.raise_pending()
+        return result
 
     def run(self, fn: Callable, inputs: dict[str, Any], **knobs: Any) -> dict[str, torch.Tensor]:
         """Call ``fn`` on fresh copies of its in-place buffers and name its outputs."""
@@ -152,7 +155,9 @@ class OpSpec:
         return self.call(fn, call, **knobs)
 
     def collect(self, call: dict[str, Any], result: Any) -> dict[str, torch.Tensor]:
-        """The named outputs of a finished call (may read back to the host)."""
+        """The named outputs of a finished call (may read back to the host), after the errors
+        its kernels flagged on the device (a replayed CUDA graph's included)."""
+        deferred.raise_pending()
         return self.name_outputs(result)
 
     def reference(self, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:

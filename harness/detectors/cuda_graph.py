@@ -18,6 +18,7 @@ import dataclasses
 
 import torch
 
+from harness.core import deferred
 from harness.core.results import Finding, result_row
 from harness.core.metrics import differing_tokens
 from harness.evaluate import tensors_of
@@ -60,6 +61,13 @@ def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
                    "hot path; vLLM's decode runs in full CUDA graphs)")
         return Finding("cuda_graph", spec.op, impl.name, False, message,
                        [_row(case, impl, "*", "fail", message)])
+    try:
+        return _replay(spec, impl, case, graph, static, result, replays)
+    finally:
+        deferred.forget_captured()
+
+
+def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays: int) -> Finding:
     rows, problems = [], []
     for i in range(1, replays + 1):
         new_case = dataclasses.replace(case, seed=case.seed + i)

@@ -1,14 +1,18 @@
 """Triton kernels of the indexer: fp8 quantisation (K, Q, K into the paged cache) and the MQA
 logits (ragged prefill, paged decode).
 
-Logits: one program per (query block, key block) or (request, cache block); the fp8 key tile is
-loaded once and reused across all heads, each head's scores go through relu and the head weight
+Logits: one program per (query block, key block) or (request, split of its cache blocks); a
+key tile is loaded once and reused across all heads, each head's scores go through relu and the head weight
 before the head sum, and key blocks entirely outside every window of the query block are
 skipped (written -inf) so causal prefill does about half the work. The key scale is positive, so
 ``relu(s * scale) = scale * relu(s)`` and it is applied once after the head sum instead of per
 head: one max and one FMA per score remain on the CUDA cores. On the GPU the dot
 products run on fp8 tensor cores; under the CPU interpreter they run in fp32 on the same fp8
 values (the contract's "may compute in higher precision").
+
+Index values (windows, context lengths, slots) are checked inside the kernels, which clamp or
+skip what is out of range and flag an error word of ``harness.core.deferred`` (no host
+synchronisation on the hot path).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
+from harness.core import deferred
 from harness.core.device import triton_interpreted, triton_unavailable_reason
 from harness.core.registry import register
 from kernels.sparse_indexer import validate
@@ -41,12 +46,15 @@ class LaunchPlan:
     block_m: int = 64
     block_n: int = 128
     warps: int = 4
-    stages: int = 3
+    stages: int = 4
     paged_warps: int = 4
+    paged_stages: int = 3
+    paged_programs: int = 1024
 
 
 DEFAULT_PLAN = LaunchPlan()
-PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, paged_warps=8))
+PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, paged_warps=8,
+                                  paged_stages=2, paged_programs=64))
 
 
 @triton.jit
@@ -79,12 +87,17 @@ def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr):
     tl.store(w_out_ptr + row, tl.load(w_ptr + row) * scale * c)
 
 
-@triton.jit
-def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr,
-                      UE8M0: tl.constexpr):
+@triton.jit(do_not_specialize=["err_slot"])
+def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, err_ptr, err_slot, n_slots, BS: tl.constexpr,
+                      D: tl.constexpr, UE8M0: tl.constexpr):
+    """Error code 1: a slot below -1, 2: a slot past the cache (neither is written); the
+    error word names the token."""
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t).to(tl.int64)
-    if slot >= 0:
+    if (slot < -1) | (slot >= n_slots):
+        tl.atomic_max(err_ptr + err_slot, (tl.where(slot < -1, 1, 2) << 24)
+                      | tl.minimum(t, 0xFFFFFF).to(tl.int32))
+    elif slot >= 0:
         d = tl.arange(0, D)
         v, scale = _quantize(tl.load(k_ptr + t * D + d).to(tl.float32), UE8M0)
         block_base = cache_ptr + (slot // BS) * (BS * (D + 4))
@@ -105,15 +118,23 @@ def _dot(a, b, MODE: tl.constexpr):
     return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
 
 
-@triton.jit
-def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, M, N, H,
+@triton.jit(do_not_specialize=["err_slot"])
+def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_ptr, err_slot, M,
+                N, H,
                 D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DOT: tl.constexpr):
+    """Error code (first key block's programs): 1 ke < ks, 2 ks < 0, 3 ke > N, with the
+    block's last offending row."""
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
     row_ok, col_ok = rows < M, cols < N
     ks = tl.load(ks_ptr + rows, mask=row_ok, other=2147483647)
     ke = tl.load(ke_ptr + rows, mask=row_ok, other=0)
+    if pid_n == 0:
+        code = tl.where(ke < ks, 1, tl.where(ks < 0, 2, tl.where(ke > N, 3, 0)))
+        word = tl.max(tl.where(row_ok & (code != 0), (code << 24) | rows, 0), axis=0)
+        if word != 0:
+            tl.atomic_max(err_ptr + err_slot, word)
     visible = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
     out_ptrs = out_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
     store_ok = row_ok[:, None] & col_ok[None, :]
@@ -135,36 +156,59 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, M, N
     tl.store(out_ptrs, tl.where(visible, acc * k_scale[None, :], float("-inf")), mask=store_ok)
 
 
-@triton.jit
-def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, max_len,
-                      table_stride, H, NEXT_N: tl.constexpr, HP: tl.constexpr, BS: tl.constexpr,
-                      D: tl.constexpr, DOT: tl.constexpr):
-    b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
-    ctx = tl.load(lens_ptr + b)
+@triton.jit(do_not_specialize=["err_slot"])
+def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, err_ptr,
+                      err_slot, max_len, table_stride, table_cols, H, n_splits,
+                      NEXT_N: tl.constexpr, HP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr,
+                      DOT: tl.constexpr, STAGES: tl.constexpr):
+    """One program per (request, split): split ``sp`` of ``n_splits`` takes the request's cache
+    blocks sp, sp + n_splits, ... (neighbouring programs read neighbouring blocks); q and the
+    head weights are loaded once, every visible block's keys are read once, and the columns
+    past the context get -inf.
+
+    The cache comes as two typed views of the same bytes (fp8 values, fp32 scales), so loads
+    stay vectorised. Scores are keys x heads, so the head sum runs along the MMA's N dimension
+    (within a warp; heads x keys put it across warps, through shared memory). Every logit comes
+    from one block's dot product whatever the split, so the split (chosen from the batch size)
+    cannot change a value. Error code: 1 a context needs more blocks than the table has, 2 a
+    context past max_model_len, 3 a negative context (clamped, so no read leaves the table),
+    with the request."""
+    b, sp = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    raw = tl.load(lens_ptr + b)
+    if sp == 0:
+        code = tl.where(raw > max_len, 2, tl.where(raw < 0, 3, tl.where(
+            (raw + BS - 1) // BS > table_cols, 1, 0)))
+        if code != 0:
+            tl.atomic_max(err_ptr + err_slot, (code << 24) | tl.minimum(b, 0xFFFFFF).to(tl.int32))
+    ctx = tl.minimum(tl.maximum(raw, 0), tl.minimum(max_len, table_cols * BS))
+    ctx_blocks = tl.cdiv(ctx, BS)
     r = tl.arange(0, NEXT_N)
-    c = j * BS + tl.arange(0, BS)
-    out_ptrs = out_ptr + (b * NEXT_N + r)[:, None] * max_len + c[None, :]
-    col_ok = (c < max_len)[None, :] & (r[:, None] >= 0)
-    if j * BS >= ctx:
-        tl.store(out_ptrs, tl.full((NEXT_N, BS), float("-inf"), tl.float32), mask=col_ok)
-        return
-    block = tl.load(tables_ptr + b * table_stride + j).to(tl.int64)
-    base = cache_ptr + block * (BS * (D + 4))
-    d = tl.arange(0, D)
     slot = tl.arange(0, BS)
-    k = tl.load((base + slot[:, None] * D + d[None, :]).to(tl.pointer_type(tl.float8e4nv)))
-    k_scale = tl.load((base + BS * D).to(tl.pointer_type(tl.float32)) + slot)
+    row_out = out_ptr + (b * NEXT_N + r)[:, None] * max_len
+    out_t = out_ptr + (b * NEXT_N + r)[None, :] * max_len
+    pos = ctx - NEXT_N + r
+    d = tl.arange(0, D)
     qr = tl.arange(0, NEXT_N * HP)
     head = qr % HP
     q_ok = head < H
     q_off = (b * NEXT_N + qr // HP) * H + head
     q = tl.load(q_ptr + q_off[:, None] * D + d[None, :], mask=q_ok[:, None], other=0.0)
     w = tl.load(w_ptr + q_off, mask=q_ok, other=0.0)
-    s = tl.maximum(_dot(q, tl.trans(k), DOT), 0.0) * w[:, None]
-    logits = tl.sum(tl.reshape(s, (NEXT_N, HP, BS)), axis=1) * k_scale[None, :]
-    pos = ctx - NEXT_N + r
-    visible = c[None, :] <= pos[:, None]
-    tl.store(out_ptrs, tl.where(visible, logits, float("-inf")), mask=col_ok)
+    table = tables_ptr + b * table_stride
+    for j in tl.range(sp, ctx_blocks, n_splits, num_stages=STAGES):
+        block = tl.load(table + j).to(tl.int64)
+        k = tl.load(val_ptr + block * (BS * (D + 4)) + slot[:, None] * D + d[None, :])
+        k_scale = tl.load(scale_ptr + block * (BS * (D + 4) // 4) + BS * D // 4 + slot)
+        s = tl.maximum(_dot(k, tl.trans(q), DOT), 0.0) * w[None, :]
+        logits = tl.sum(tl.reshape(s, (BS, NEXT_N, HP)), axis=2) * k_scale[:, None]
+        c = j * BS + slot
+        tl.store(out_t + c[:, None], tl.where(c[:, None] <= pos[None, :], logits, float("-inf")),
+                 mask=(c < max_len)[:, None] & (r[None, :] >= 0))
+    first_past = ctx_blocks + (sp - ctx_blocks % n_splits + n_splits) % n_splits
+    for j in range(first_past, tl.cdiv(max_len, BS), n_splits):
+        c = j * BS + slot
+        tl.store(row_out + c[None, :], tl.full((NEXT_N, BS), float("-inf"), tl.float32),
+                 mask=(c < max_len)[None, :] & (r[:, None] >= 0))
 
 
 def _dot_mode(exact: bool) -> int:
@@ -203,47 +247,89 @@ def fp8_quantize_q(q, weights, softmax_scale):
 
 @register("indexer_k_quant_and_cache", "triton", **_HERE)
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
-    _, block_size = validate.check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size,
-                                                   scale_fmt)
+    blocks, block_size = validate.check_quant_and_cache(k, kv_cache, slot_mapping,
+                                                        quant_block_size, scale_fmt, values=False)
     if k.shape[0]:
-        _quant_into_cache[(k.shape[0],)](k.contiguous(), kv_cache, slot_mapping, BS=block_size,
-                                         D=k.shape[1], UE8M0=scale_fmt == "ue8m0")
+        n_slots = blocks * block_size
+        explain = _explainer({1: "slot_mapping entries must be -1 or in [0, {n}): token {row} "
+                                 "has one below -1",
+                              2: "slot_mapping entries must be -1 or in [0, {n}): token {row} "
+                                 "has one past the cache"}, n=n_slots)
+        words, slot = deferred.claim(k.device, explain)
+        _quant_into_cache[(k.shape[0],)](k.contiguous(), kv_cache, slot_mapping, words, slot,
+                                         n_slots, BS=block_size, D=k.shape[1],
+                                         UE8M0=scale_fmt == "ue8m0")
+        deferred.launched(words, slot, explain)
+
+
+def _explainer(messages: dict[int, str], **values):
+    """``explain(word)`` for ``harness.core.deferred``: the message of the word's code, with
+    ``{row}`` and ``values`` filled in (ints only: nothing of the call is kept alive)."""
+    def explain(word: int) -> str:
+        code, row = deferred.unpack(word)
+        text = messages.get(code, "kernel error code {code}").format(row=row, code=code, **values)
+        return f"{text} (checked on the device) (contract: ../shared/spec/ops.md section 3)"
+    return explain
 
 
 def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPlan):
-    validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke)
+    validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, values=False)
     k, k_scale = kv
     m, heads, d = q.shape
     n = k.shape[0]
     out = torch.empty((m, n), dtype=torch.float32, device=q.device)
-    if m and n:
+    if m:
+        rule = "windows must satisfy 0 <= ks <= ke <= N={n}: row {row} has "
+        explain = _explainer({1: rule + "ke < ks", 2: rule + "ks < 0", 3: rule + "ke > N"}, n=n)
+        errors = deferred.claim(q.device, explain)
         launch_mqa(q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
-                   weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, exact, plan)
+                   weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, exact, plan, errors)
+        deferred.launched(*errors, explain)
     return out
 
 
-def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPlan) -> None:
-    """The prefill logits kernel alone, on validated contiguous arguments (what the op and the
-    tuner time)."""
+def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPlan,
+               errors=None) -> None:
+    """The prefill logits kernel alone, on contiguous arguments (what the op and the tuner
+    time); ``errors`` = (words, index) of the window error word (a scratch word when None)."""
     (m, heads, d), n = q.shape, k.shape[0]
-    grid = (triton.cdiv(m, plan.block_m), triton.cdiv(n, plan.block_n))
-    _mqa_logits[grid](q, k, k_scale, weights, ks, ke, out, m, n, heads, D=d, BM=plan.block_m,
-                      BN=plan.block_n, DOT=_dot_mode(exact), num_warps=plan.warps,
-                      num_stages=plan.stages)
+    words, slot = errors if errors is not None else (
+        torch.zeros(1, dtype=torch.int32, device=q.device), 0)
+    grid = (triton.cdiv(m, plan.block_m), max(1, triton.cdiv(n, plan.block_n)))
+    _mqa_logits[grid](q, k, k_scale, weights, ks, ke, out, words, slot, m, n, heads, D=d,
+                      BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact),
+                      num_warps=plan.warps, num_stages=plan.stages)
+
+
+def paged_splits(batch: int, column_blocks: int, plan: LaunchPlan) -> int:
+    """Programs per request: about ``paged_programs`` in all, at most one per cache block."""
+    return max(1, min(column_blocks, plan.paged_programs // max(batch, 1)))
 
 
 def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool,
            plan: LaunchPlan):
     _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
-                                         max_model_len)
+                                         max_model_len, values=False)
     b, next_n, heads, d = q.shape
+    max_model_len = int(max_model_len)
     out = torch.empty((b * next_n, max_model_len), dtype=torch.float32, device=q.device)
     if b and max_model_len:
-        grid = (b, triton.cdiv(max_model_len, block_size))
-        _paged_mqa_logits[grid](q.contiguous(), kv_cache, weights.contiguous(), context_lens,
-                                block_tables, out, max_model_len, block_tables.stride(0), heads,
-                                NEXT_N=next_n, HP=triton.next_power_of_2(heads), BS=block_size,
-                                D=d, DOT=_dot_mode(exact), num_warps=plan.paged_warps)
+        explain = _explainer({
+            1: "context_lens need more blocks than block_tables has ({cols} columns): "
+               "request {row}",
+            2: "context_lens reach past max_model_len {mml}: request {row}",
+            3: "context_lens must be >= 0: request {row}"},
+            cols=block_tables.shape[1], mml=max_model_len)
+        words, slot = deferred.claim(q.device, explain)
+        splits = paged_splits(b, triton.cdiv(max_model_len, block_size), plan)
+        flat = kv_cache.view(-1)
+        _paged_mqa_logits[(b, splits)](
+            q.contiguous(), flat.view(validate.FP8), flat.view(torch.float32), weights.contiguous(),
+            context_lens, block_tables, out, words, slot, max_model_len, block_tables.stride(0),
+            block_tables.shape[1], heads, splits,
+            NEXT_N=next_n, HP=triton.next_power_of_2(heads), BS=block_size, D=d,
+            DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps)
+        deferred.launched(words, slot, explain)
     return out
 
 

@@ -61,7 +61,10 @@ def capturing(t: torch.Tensor) -> bool:
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt) -> tuple[int, int]:
+def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt,
+                          values: bool = True) -> tuple[int, int]:
+    """Shapes and dtypes; with ``values`` also the slot values (a host read: the Triton op
+    checks them in its kernel instead)."""
     want(_is(k, torch.bfloat16, 2), f"k must be bf16 [T, head_dim], got {_desc(k)}")
     want(int(quant_block_size) == k.shape[1],
          f"quant_block_size {quant_block_size} must equal head_dim {k.shape[1]} (one scale per token)")
@@ -70,14 +73,21 @@ def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt
     want(isinstance(slot_mapping, torch.Tensor) and slot_mapping.dim() == 1
          and slot_mapping.dtype in (torch.int32, torch.int64) and slot_mapping.shape[0] >= k.shape[0],
          f"slot_mapping must be int32/int64 [>= T={k.shape[0]}], got {_desc(slot_mapping)}")
-    if k.shape[0] and not capturing(slot_mapping):
-        slots = slot_mapping[:k.shape[0]]
-        want(int(slots.max()) < geometry[0] * geometry[1] and int(slots.min()) >= -1,
-             f"slot_mapping entries must be -1 or in [0, {geometry[0] * geometry[1]})")
+    if values and not capturing(slot_mapping):
+        check_slots(slot_mapping, k.shape[0], geometry)
     return geometry
 
 
-def check_mqa(q, kv, weights, ks, ke) -> None:
+def check_slots(slot_mapping, tokens: int, geometry: tuple[int, int]) -> None:
+    if tokens:
+        slots = slot_mapping[:tokens]
+        want(int(slots.max()) < geometry[0] * geometry[1] and int(slots.min()) >= -1,
+             f"slot_mapping entries must be -1 or in [0, {geometry[0] * geometry[1]})")
+
+
+def check_mqa(q, kv, weights, ks, ke, values: bool = True) -> None:
+    """Shapes and dtypes; with ``values`` also the windows (a host read: the Triton op checks
+    them in its kernel instead)."""
     want(_is(q, FP8, 3), f"q must be float8_e4m3fn [M, heads, head_dim], got {_desc(q)}")
     want(isinstance(kv, (tuple, list)) and len(kv) == 2, "kv must be the pair (k_fp8, k_scale)")
     k, scale = kv
@@ -91,12 +101,20 @@ def check_mqa(q, kv, weights, ks, ke) -> None:
     for name, t in (("cu_seqlen_ks", ks), ("cu_seqlen_ke", ke)):
         want(_is(t, torch.int32, 1) and t.shape[0] == q.shape[0],
              f"{name} must be int32 [M={q.shape[0]}], got {_desc(t)}")
-    if q.shape[0] and not capturing(ks):
-        bad = (ks < 0).any() | (ke < ks).any() | (ke.max() > k.shape[0])
-        want(not bool(bad), f"windows must satisfy 0 <= ks <= ke <= N={k.shape[0]}")
+    if values and not capturing(ks):
+        check_windows(ks, ke, k.shape[0])
 
 
-def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len) -> tuple[int, int]:
+def check_windows(ks, ke, keys: int) -> None:
+    if ks.shape[0]:
+        bad = (ks < 0).any() | (ke < ks).any() | (ke.max() > keys)
+        want(not bool(bad), f"windows must satisfy 0 <= ks <= ke <= N={keys}")
+
+
+def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len,
+                values: bool = True) -> tuple[int, int]:
+    """Shapes and dtypes; with ``values`` also the context lengths (a host read: the Triton op
+    checks them in its kernel instead)."""
     want(_is(q, FP8, 4), f"q must be float8_e4m3fn [B, next_n, heads, head_dim], got {_desc(q)}")
     b, next_n, heads, d = q.shape
     geometry = cache_geometry(kv_cache, d)
@@ -106,10 +124,17 @@ def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len)
          f"context_lens must be int32 [B={b}], got {_desc(context_lens)}")
     want(_is(block_tables, torch.int32, 2) and block_tables.shape[0] == b,
          f"block_tables must be int32 [B={b}, max_blocks], got {_desc(block_tables)}")
-    if b and not capturing(context_lens):
-        need = (int(context_lens.max()) + geometry[1] - 1) // geometry[1]
+    if values and not capturing(context_lens):
+        check_context(context_lens, block_tables, geometry[1], max_model_len)
+    return geometry
+
+
+def check_context(context_lens, block_tables, block_size: int, max_model_len: int) -> None:
+    if context_lens.shape[0]:
+        longest = int(context_lens.max())
+        need = (longest + block_size - 1) // block_size
         want(need <= block_tables.shape[1],
              f"context_lens need {need} blocks but block_tables has {block_tables.shape[1]} columns")
-        want(int(context_lens.max()) <= max_model_len,
-             f"context_lens reach {int(context_lens.max())} > max_model_len {max_model_len}")
-    return geometry
+        want(longest <= max_model_len,
+             f"context_lens reach {longest} > max_model_len {max_model_len}")
+        want(int(context_lens.min()) >= 0, "context_lens must be >= 0")

@@ -26,8 +26,9 @@ column order, then the chosen candidates in column order; equal values taken low
 first) depends only on the row, whatever the chunking, the launch split or the rest of the batch.
 
 Window values (row_starts / row_ends / seq_lens) are checked inside the kernels: they are
-clamped so no access leaves the row, and the largest error code is kept; the op reads it once
-after launching (its one synchronisation) and raises the contract error.
+clamped so no access leaves the row, and the worst error (code and row) is kept in an error
+word of ``harness.core.deferred``: no host synchronisation on the hot path; the contract error
+is raised by ``deferred.raise_pending()`` (the harness calls it after every call it judges).
 
 Measured on the H100 (``benchmarks/bench_topk.py``, k=2048, random data, two runs), the launches
 against torch.topk: 64x131072 0.104 ms (2.0x), 64x300000 0.228 ms (2.0x), 2048x8192 0.208 ms
@@ -44,6 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
+from harness.core import deferred
 from harness.core.device import triton_unavailable_reason
 from harness.core.registry import register
 from kernels.topk import validate
@@ -128,9 +130,9 @@ def _last_of_row(ticket_ptr, r, n_chunks):
     return tl.atomic_add(ticket_ptr + r, 1, sem="acq_rel", scope="gpu") == n_chunks - 1
 
 
-@triton.jit
-def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, stride0, stride1, next_n,
-                 n_cols, top_k, n_rows, n_chunks, chunk, info_at, offs_at,
+@triton.jit(do_not_specialize=["err_slot"])
+def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, err_ptr, err_slot, stride0,
+                 stride1, next_n, n_cols, top_k, n_rows, n_chunks, chunk, info_at, offs_at,
                  DECODE: tl.constexpr, TILE: tl.constexpr, BITS: tl.constexpr,
                  SPLITS: tl.constexpr):
     """Phase 1 (every chunk), then phase 2 (scan) in the row's last program."""
@@ -139,7 +141,7 @@ def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, stride0, st
     s = tl.program_id(1)
     start, end, code = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
     if (s == 0) & (code != 0):
-        tl.atomic_max(sync_ptr + 2 * n_rows, code)
+        tl.atomic_max(err_ptr + err_slot, (code << 24) | tl.minimum(r, 0xFFFFFF).to(tl.int32))
     lo = start + s * chunk
     hi = tl.minimum(lo + chunk, end)
     hist = tl.zeros((NBINS,), dtype=tl.int32)
@@ -435,10 +437,11 @@ def chunk_size(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> i
 
 
 def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, top_k,
-           decode: bool, plan: LaunchPlan = DEFAULT_PLAN) -> torch.Tensor:
-    """All launches, no synchronisation. Returns the zero-initialised sync words: the row
-    tickets of the histogram and filter launches, the largest window error code (0 = every window valid), then
-    every row's total coarse histogram."""
+           decode: bool, plan: LaunchPlan = DEFAULT_PLAN, errors=None) -> None:
+    """All launches, no synchronisation. ``errors`` = (words, index): where the worst window
+    error goes, packed as ``deferred.pack(code, row)`` (a scratch word when None). The sync
+    words (zeroed here) are the row tickets of the histogram and filter launches, one unused
+    word, then every row's total coarse histogram."""
     dev, n_cols = logits.device, logits.shape[1]
     chunk = chunk_size(num_rows, n_cols, plan)
     n_chunks = max(1, triton.cdiv(n_cols, chunk))
@@ -452,8 +455,10 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     ws = torch.empty(cand_at + 2 * num_rows * cap, dtype=torch.int32, device=dev)
     sync = torch.zeros(2 * num_rows + 1 + num_rows * nbins, dtype=torch.int32, device=dev)
     top_k, next_n = int(top_k), int(next_n)
+    words, slot = errors if errors is not None else (torch.zeros(1, dtype=torch.int32, device=dev), 0)
     grid = (num_rows, n_chunks)
-    _coarse_hist[grid](logits, starts, ends, ws, sync, stride0, stride1, next_n, n_cols, top_k,
+    _coarse_hist[grid](logits, starts, ends, ws, sync, words, slot, stride0, stride1, next_n,
+                       n_cols, top_k,
                        num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
                        TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
                        num_warps=plan.hist_warps)
@@ -472,39 +477,20 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
                                   REG_TILE=plan.reg_tile, RADIX=plan.radix,
                                   SLOT_BLOCK=plan.slot_block, BITS=bits,
                                   num_warps=plan.finish_warps)
-    return sync
 
 
-CAPTURED_WINDOW_CODES: list[tuple[torch.Tensor, str]] = []
-"""Window error words of calls captured in a CUDA graph, where no host read is allowed: each
-replay rewrites its word; ``raise_on_captured_window_errors()`` reads them all at once."""
+def _window_errors(logits, op: str, starts_name: str) -> tuple:
+    """The error word of one call (``harness.core.deferred``) and its message."""
+    n_cols = logits.shape[1]
+    what = {1: "row_ends < row_starts" if starts_name else "the window ends before it starts",
+            2: f"{starts_name} < 0", 3: f"the window needs columns beyond the {n_cols} logits "
+            "columns"}
 
-
-def raise_on_captured_window_errors() -> None:
-    """After replaying graphs with top-k calls in them: raise the contract error that the
-    captured calls could not raise themselves (one host read for all of them)."""
-    for word, op in CAPTURED_WINDOW_CODES:
-        code = int(word)
-        if code != 0:
-            raise validate.ContractError(
-                f"{op} in a replayed CUDA graph saw an invalid row window (kernel error code "
-                f"{code}: 1 end < start, 2 start < 0, 3 end beyond the logits' columns) "
-                "(contract: ../shared/spec/ops.md section 2)")
-
-
-def _raise_on_bad_windows(sync: torch.Tensor, num_rows: int, full_check, op: str) -> None:
-    """The op's one synchronisation: if a kernel flagged a window, the host check names it.
-    Under CUDA-graph capture the word is kept for raise_on_captured_window_errors() instead."""
-    word = sync[2 * num_rows]
-    if sync.is_cuda and torch.cuda.is_current_stream_capturing():
-        CAPTURED_WINDOW_CODES.append((word, op))
-        return
-    code = int(word)
-    if code != 0:
-        full_check()
-        raise validate.ContractError(
-            f"a row window is invalid (kernel error code {code}: 1 end < start, 2 start < 0, "
-            "3 end beyond the logits' columns) (contract: ../shared/spec/ops.md section 2)")
+    def explain(word: int) -> str:
+        code, row = deferred.unpack(word)
+        return (f"{op}: row {row}: {what.get(code, f'kernel error code {code}')} (checked on "
+                "the device) (contract: ../shared/spec/ops.md section 2)")
+    return deferred.claim(logits.device, explain), explain
 
 
 @register("top_k_per_row_prefill", "triton", **_HERE,
@@ -515,10 +501,10 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
     validate.check_prefill_args(*args)
     if int(num_rows) == 0:
         return
-    sync = launch(logits, row_starts.contiguous(), row_ends.contiguous(), 1, indices,
-                  int(num_rows), stride0, stride1, top_k, decode=False, plan=plan)
-    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_prefill(*args),
-                          "top_k_per_row_prefill")
+    errors, explain = _window_errors(logits, "top_k_per_row_prefill", "row_starts")
+    launch(logits, row_starts.contiguous(), row_ends.contiguous(), 1, indices, int(num_rows),
+           stride0, stride1, top_k, decode=False, plan=plan, errors=errors)
+    deferred.launched(*errors, explain)
 
 
 @register("top_k_per_row_decode", "triton", **_HERE,
@@ -530,7 +516,7 @@ def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, s
     if int(num_rows) == 0:
         return
     flat = seq_lens.dim() == 2
-    sync = launch(logits, None, seq_lens.reshape(-1).contiguous(), 1 if flat else next_n,
-                  indices, int(num_rows), stride0, stride1, top_k, decode=True, plan=plan)
-    _raise_on_bad_windows(sync, int(num_rows), lambda: validate.check_decode(*args),
-                          "top_k_per_row_decode")
+    errors, explain = _window_errors(logits, "top_k_per_row_decode", "")
+    launch(logits, None, seq_lens.reshape(-1).contiguous(), 1 if flat else next_n, indices,
+           int(num_rows), stride0, stride1, top_k, decode=True, plan=plan, errors=errors)
+    deferred.launched(*errors, explain)

@@ -1,0 +1,116 @@
+"""Checks of index values that run on the device and reach the host without stalling it.
+
+A kernel that must validate index values (row windows, context lengths, slots) clamps them so no
+access leaves its tensors and records the worst violation in an int32 *error word* (0: fine;
+``tl.atomic_max``). Reading that word after every call would synchronise the host with the GPU,
+which a serving loop cannot afford, and even an asynchronous copy costs tens of microseconds of
+host time per call (measured on the H100 host). So a call only *claims* a word: on a GPU, a slot
+of a per-device ring of zeroed words, with no host work beyond an index. The words are read
+
+- by ``raise_pending()``: one read of the slots claimed since the last check, which raises the
+  first error and zeroes them. The harness calls it after every call it judges (``OpSpec.call``,
+  ``OpSpec.collect``), so a bad input never passes as green;
+- when a ring is full (every ``RING`` calls): the same check, the one synchronisation left,
+  amortised over ``RING`` calls;
+- on the CPU, at once after the launch (``launched``): nothing to save there;
+- for calls captured in a CUDA graph (their word is the graph's own, reset by every replay): by
+  ``raise_pending()`` outside capture, after the replays.
+
+``explain(word)`` turns a non-zero word into the message. It must hold no tensor (it outlives the
+call until the next check): ops pack what the message needs (the code, a row) into the word.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from harness.core.errors import ContractError
+
+RING = 4096
+ROW_BITS = 24
+"""Words packed as ``code << ROW_BITS | row`` (``pack``): the largest code wins, then the
+largest row."""
+
+_RINGS: dict[Any, "_Ring"] = {}
+_CAPTURED: list[tuple[Any, Callable[[int], str]]] = []
+
+
+def pack(code: int, row: int) -> int:
+    return (code << ROW_BITS) | min(row, (1 << ROW_BITS) - 1)
+
+
+def unpack(word: int) -> tuple[int, int]:
+    return word >> ROW_BITS, word & ((1 << ROW_BITS) - 1)
+
+
+class _Ring:
+    def __init__(self, device) -> None:
+        import torch
+
+        self.words = torch.zeros(RING, dtype=torch.int32, device=device)
+        self.explains: list[Callable[[int], str]] = []
+
+    def claim(self, explain: Callable[[int], str]) -> int:
+        if len(self.explains) == RING:
+            self.check()
+        self.explains.append(explain)
+        return len(self.explains) - 1
+
+    def check(self) -> None:
+        explains, self.explains = self.explains, []
+        if not explains:
+            return
+        used = self.words[:len(explains)]
+        words = used.tolist()
+        used.zero_()
+        for word, explain in zip(words, explains):
+            if word:
+                raise ContractError(explain(word))
+
+
+def _capturing() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def claim(device, explain: Callable[[int], str]) -> tuple[Any, int]:
+    """(words, index): the kernel records its error with ``atomic_max(words + index, word)``."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        word = torch.zeros(1, dtype=torch.int32, device=device)
+        _CAPTURED.append((word, explain))
+        return word, 0
+    if device.type != "cuda":
+        return torch.zeros(1, dtype=torch.int32, device=device), 0
+    ring = _RINGS.get(device)
+    if ring is None:
+        ring = _RINGS[device] = _Ring(device)
+    return ring.words, ring.claim(explain)
+
+
+def launched(words, index: int, explain: Callable[[int], str]) -> None:
+    """After the launch: on the CPU the word is read at once; on a GPU nothing happens here."""
+    if not words.is_cuda:
+        word = int(words[index])
+        if word:
+            raise ContractError(explain(word))
+
+
+def raise_pending() -> None:
+    """Read every claimed word (and every captured one) and raise the first error."""
+    if _capturing():
+        return
+    for ring in list(_RINGS.values()):
+        ring.check()
+    for word, explain in list(_CAPTURED):
+        value = int(word)
+        if value:
+            raise ContractError(explain(value))
+
+
+def forget_captured() -> None:
+    """Drop the words of captured calls (when their graph is destroyed)."""
+    _CAPTURED.clear()
