@@ -458,8 +458,7 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     words, slot = errors if errors is not None else (torch.zeros(1, dtype=torch.int32, device=dev), 0)
     grid = (num_rows, n_chunks)
     _coarse_hist[grid](logits, starts, ends, ws, sync, words, slot, stride0, stride1, next_n,
-                       n_cols, top_k,
-                       num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
+                       n_cols, top_k, num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
                        TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
                        num_warps=plan.hist_warps)
     _coarse_filter[grid](logits, starts, ends, ws, sync, indices, stride0, stride1,
@@ -483,8 +482,8 @@ def _window_errors(logits, op: str, starts_name: str) -> tuple:
     """The error word of one call (``harness.core.deferred``) and its message."""
     n_cols = logits.shape[1]
     what = {1: "row_ends < row_starts" if starts_name else "the window ends before it starts",
-            2: f"{starts_name} < 0", 3: f"the window needs columns beyond the {n_cols} logits "
-            "columns"}
+            2: f"{starts_name or 'the window start'} < 0",
+            3: f"the window needs columns beyond the {n_cols} logits columns"}
 
     def explain(word: int) -> str:
         code, row = deferred.unpack(word)
