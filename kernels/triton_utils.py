@@ -59,3 +59,10 @@ def pow2_ceil(x):
     exp = (bits >> 23) & 0xFF
     exp = tl.where((bits & 0x7FFFFF) != 0, exp + 1, exp)
     return (exp << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def error_word(code, row):
+    """The device side of ``harness.core.deferred.pack``: ``code << 24 | row`` (row clamped to
+    24 bits), so ``atomic_max`` keeps the worst code, then the last row."""
+    return (code.to(tl.int32) << 24) | tl.minimum(row, 0xFFFFFF).to(tl.int32)

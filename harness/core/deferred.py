@@ -43,6 +43,17 @@ def unpack(word: int) -> tuple[int, int]:
     return word >> ROW_BITS, word & ((1 << ROW_BITS) - 1)
 
 
+def explainer(messages: dict[int, str], section: int = 3, **values) -> Callable[[int], str]:
+    """``explain(word)``: the message of the word's code (``str.format`` with ``{row}``,
+    ``{code}`` and ``values``; ints only, so nothing of the call is kept alive), naming the
+    contract's section of ../shared/spec/ops.md."""
+    def explain(word: int) -> str:
+        code, row = unpack(word)
+        text = messages.get(code, "kernel error code {code}").format(row=row, code=code, **values)
+        return f"{text} (checked on the device) (contract: ../shared/spec/ops.md section {section})"
+    return explain
+
+
 class _Ring:
     def __init__(self, device) -> None:
         import torch

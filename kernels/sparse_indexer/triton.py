@@ -28,7 +28,7 @@ from harness.core.device import triton_interpreted, triton_unavailable_reason
 from harness.core.registry import register
 from kernels.sparse_indexer import validate
 
-from kernels.triton_utils import pow2_ceil, round_to_e4m3
+from kernels.triton_utils import error_word, pow2_ceil, round_to_e4m3
 
 _REASON = triton_unavailable_reason()
 _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
@@ -95,8 +95,7 @@ def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, err_ptr, err_slot, n_slots, BS
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t).to(tl.int64)
     if (slot < -1) | (slot >= n_slots):
-        tl.atomic_max(err_ptr + err_slot, (tl.where(slot < -1, 1, 2) << 24)
-                      | tl.minimum(t, 0xFFFFFF).to(tl.int32))
+        tl.atomic_max(err_ptr + err_slot, error_word(tl.where(slot < -1, 1, 2), t))
     elif slot >= 0:
         d = tl.arange(0, D)
         v, scale = _quantize(tl.load(k_ptr + t * D + d).to(tl.float32), UE8M0)
@@ -120,8 +119,7 @@ def _dot(a, b, MODE: tl.constexpr):
 
 @triton.jit(do_not_specialize=["err_slot"])
 def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_ptr, err_slot, M,
-                N, H,
-                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DOT: tl.constexpr):
+                N, H, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DOT: tl.constexpr):
     """Error code (first key block's programs): 1 ke < ks, 2 ks < 0, 3 ke > N, with the
     block's last offending row."""
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
@@ -132,7 +130,7 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_
     ke = tl.load(ke_ptr + rows, mask=row_ok, other=0)
     if pid_n == 0:
         code = tl.where(ke < ks, 1, tl.where(ks < 0, 2, tl.where(ke > N, 3, 0)))
-        word = tl.max(tl.where(row_ok & (code != 0), (code << 24) | rows, 0), axis=0)
+        word = tl.max(tl.where(row_ok & (code != 0), error_word(code, rows), 0), axis=0)
         if word != 0:
             tl.atomic_max(err_ptr + err_slot, word)
     visible = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
@@ -179,7 +177,7 @@ def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, ou
         code = tl.where(raw > max_len, 2, tl.where(raw < 0, 3, tl.where(
             (raw + BS - 1) // BS > table_cols, 1, 0)))
         if code != 0:
-            tl.atomic_max(err_ptr + err_slot, (code << 24) | tl.minimum(b, 0xFFFFFF).to(tl.int32))
+            tl.atomic_max(err_ptr + err_slot, error_word(code, b))
     ctx = tl.minimum(tl.maximum(raw, 0), tl.minimum(max_len, table_cols * BS))
     ctx_blocks = tl.cdiv(ctx, BS)
     r = tl.arange(0, NEXT_N)
@@ -251,25 +249,14 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale
                                                         quant_block_size, scale_fmt, values=False)
     if k.shape[0]:
         n_slots = blocks * block_size
-        explain = _explainer({1: "slot_mapping entries must be -1 or in [0, {n}): token {row} "
-                                 "has one below -1",
-                              2: "slot_mapping entries must be -1 or in [0, {n}): token {row} "
-                                 "has one past the cache"}, n=n_slots)
+        rule = "slot_mapping entries must be -1 or in [0, {n}): token {row} has one "
+        explain = deferred.explainer({1: rule + "below -1", 2: rule + "past the cache"},
+                                     n=n_slots)
         words, slot = deferred.claim(k.device, explain)
         _quant_into_cache[(k.shape[0],)](k.contiguous(), kv_cache, slot_mapping, words, slot,
                                          n_slots, BS=block_size, D=k.shape[1],
                                          UE8M0=scale_fmt == "ue8m0")
         deferred.launched(words, slot, explain)
-
-
-def _explainer(messages: dict[int, str], **values):
-    """``explain(word)`` for ``harness.core.deferred``: the message of the word's code, with
-    ``{row}`` and ``values`` filled in (ints only: nothing of the call is kept alive)."""
-    def explain(word: int) -> str:
-        code, row = deferred.unpack(word)
-        text = messages.get(code, "kernel error code {code}").format(row=row, code=code, **values)
-        return f"{text} (checked on the device) (contract: ../shared/spec/ops.md section 3)"
-    return explain
 
 
 def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPlan):
@@ -280,7 +267,8 @@ def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPl
     out = torch.empty((m, n), dtype=torch.float32, device=q.device)
     if m:
         rule = "windows must satisfy 0 <= ks <= ke <= N={n}: row {row} has "
-        explain = _explainer({1: rule + "ke < ks", 2: rule + "ks < 0", 3: rule + "ke > N"}, n=n)
+        explain = deferred.explainer({1: rule + "ke < ks", 2: rule + "ks < 0", 3: rule + "ke > N"},
+                                     n=n)
         errors = deferred.claim(q.device, explain)
         launch_mqa(q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
                    weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, exact, plan, errors)
@@ -314,7 +302,7 @@ def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exac
     max_model_len = int(max_model_len)
     out = torch.empty((b * next_n, max_model_len), dtype=torch.float32, device=q.device)
     if b and max_model_len:
-        explain = _explainer({
+        explain = deferred.explainer({
             1: "context_lens need more blocks than block_tables has ({cols} columns): "
                "request {row}",
             2: "context_lens reach past max_model_len {mml}: request {row}",

@@ -49,6 +49,7 @@ from harness.core import deferred
 from harness.core.device import triton_unavailable_reason
 from harness.core.registry import register
 from kernels.topk import validate
+from kernels.triton_utils import error_word
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
@@ -141,7 +142,7 @@ def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, err_ptr, er
     s = tl.program_id(1)
     start, end, code = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
     if (s == 0) & (code != 0):
-        tl.atomic_max(err_ptr + err_slot, (code << 24) | tl.minimum(r, 0xFFFFFF).to(tl.int32))
+        tl.atomic_max(err_ptr + err_slot, error_word(code, r))
     lo = start + s * chunk
     hi = tl.minimum(lo + chunk, end)
     hist = tl.zeros((NBINS,), dtype=tl.int32)
@@ -480,15 +481,11 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
 
 def _window_errors(logits, op: str, starts_name: str) -> tuple:
     """The error word of one call (``harness.core.deferred``) and its message."""
-    n_cols = logits.shape[1]
     what = {1: "row_ends < row_starts" if starts_name else "the window ends before it starts",
             2: f"{starts_name or 'the window start'} < 0",
-            3: f"the window needs columns beyond the {n_cols} logits columns"}
-
-    def explain(word: int) -> str:
-        code, row = deferred.unpack(word)
-        return (f"{op}: row {row}: {what.get(code, f'kernel error code {code}')} (checked on "
-                "the device) (contract: ../shared/spec/ops.md section 2)")
+            3: "the window needs columns beyond the {n} logits columns"}
+    explain = deferred.explainer({code: f"{op}: row {{row}}: {text}" for code, text in what.items()},
+                                 section=2, n=logits.shape[1])
     return deferred.claim(logits.device, explain), explain
 
 
