@@ -55,10 +55,7 @@ def main(argv=None) -> pd.DataFrame:
     copy = copy_bandwidth()
     triton_decode = implementations("top_k_per_row_decode")["triton"]
     rows = []
-    for (r, n, k), data in itertools.product(SHAPES, ("random", "ties")):
-        if data == "ties" and r > 64:
-            continue
-        logits = _logits(r, n, data)
+    for r, n, k, data, logits in _cases():
         seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
         idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
         timings = {"torch": _bench(lambda: logits.topk(k, dim=1)),
@@ -77,21 +74,29 @@ TUNE_GRID = {"coarse_bits": (6, 7, 8), "small_tile": (256, 512, 1024)}
 """LaunchPlan fields to sweep (kernels.topk.triton.LaunchPlan); the rest stay at their defaults."""
 
 
+def _cases():
+    """The shapes and data of ``main``: random rows, and tie-heavy rows up to 64 rows."""
+    for (r, n, k), data in itertools.product(SHAPES, ("random", "ties")):
+        if data == "ties" and r > 64:
+            continue
+        yield r, n, k, data, _logits(r, n, data)
+
+
 def tune(grid: dict = TUNE_GRID) -> pd.DataFrame:
-    """Times every combination of the given launch-plan fields on the random-data shapes."""
+    """Times every combination of the given launch-plan fields on the shapes and data of
+    ``main`` (random and tie-heavy rows)."""
     cases = []
-    for r, n, k in SHAPES:
-        seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
-        cases.append((r, n, k, _logits(r, n, "random"), seq_lens,
-                      torch.empty(r, k, dtype=torch.int32, device="cuda")))
+    for r, n, k, data, logits in _cases():
+        cases.append((r, n, k, data, logits, torch.full((r,), n, dtype=torch.int32, device="cuda"),
+                      torch.empty(r, k, dtype=torch.int32, device="cuda"),
+                      _bench(lambda: logits.topk(k, dim=1))))
     rows = []
     for values in itertools.product(*grid.values()):
         config = dict(zip(grid, values))
         plan = dataclasses.replace(tk.DEFAULT_PLAN, **config)
-        for r, n, k, logits, seq_lens, idx in cases:
+        for r, n, k, data, logits, seq_lens, idx, t_torch in cases:
             ms = _bench(_kernels_only(logits, seq_lens, idx, r, n, k, plan))
-            t_torch = _bench(lambda: logits.topk(k, dim=1))
-            rows.append({**config, "shape": f"{r}x{n}", "speedup": t_torch / ms})
+            rows.append({**config, "shape": f"{r}x{n} {data}", "speedup": t_torch / ms})
     df = pd.DataFrame(rows).pivot_table(index=list(grid), columns="shape", values="speedup")
     df["min"] = df.min(axis=1)
     print("speedup vs torch.topk (kernels only), per launch-constant combination")

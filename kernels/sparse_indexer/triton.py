@@ -40,7 +40,7 @@ DOT_FP32, DOT_FP8, DOT_BF16 = 0, 1, 2
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
     """The launch constants of the logits kernels (the default tuned on the H100 with
-    ``benchmarks/bench_indexer.py --tune``). Tiles decide which logits a program computes, not
+    ``benchmarks/bench_indexer.py --tune`` and ``--tune-paged``). Tiles decide which logits a program computes, not
     how: with an fp32 accumulator results must not depend on the plan (the knob ``plan``, swept
     by the config-invariance detector over PLANS; see _FP8_MMA_LOGITS for the fp8 path)."""
     block_m: int = 64
@@ -48,8 +48,8 @@ class LaunchPlan:
     warps: int = 4
     stages: int = 4
     paged_warps: int = 4
-    paged_stages: int = 3
-    paged_programs: int = 1024
+    paged_stages: int = 5
+    paged_programs: int = 512
 
 
 DEFAULT_PLAN = LaunchPlan()
@@ -119,10 +119,14 @@ def _dot(a, b, MODE: tl.constexpr):
 
 @triton.jit(do_not_specialize=["err_slot"])
 def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_ptr, err_slot, M,
-                N, H, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DOT: tl.constexpr):
-    """Error code (first key block's programs): 1 ke < ks, 2 ks < 0, 3 ke > N, with the
+                N, H, n_blocks, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                DOT: tl.constexpr):
+    """One program per (query block, key block of ``n_blocks``), key blocks fastest: the
+    programs running at once share a few query blocks (BM x H x D each, the big operand) and all
+    of K, so both come from L2 (query blocks fastest re-read all of Q from HBM for every key
+    block once Q outgrows L2). Error code (first key block's programs): 1 ke < ks, 2 ks < 0, 3 ke > N, with the
     block's last offending row."""
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    pid_m, pid_n = tl.program_id(0) // n_blocks, tl.program_id(0) % n_blocks
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
     row_ok, col_ok = rows < M, cols < N
@@ -283,10 +287,11 @@ def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPla
     (m, heads, d), n = q.shape, k.shape[0]
     words, slot = errors if errors is not None else (
         torch.zeros(1, dtype=torch.int32, device=q.device), 0)
-    grid = (triton.cdiv(m, plan.block_m), max(1, triton.cdiv(n, plan.block_n)))
-    _mqa_logits[grid](q, k, k_scale, weights, ks, ke, out, words, slot, m, n, heads, D=d,
-                      BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact),
-                      num_warps=plan.warps, num_stages=plan.stages)
+    n_blocks = max(1, triton.cdiv(n, plan.block_n))
+    _mqa_logits[(triton.cdiv(m, plan.block_m) * n_blocks,)](
+        q, k, k_scale, weights, ks, ke, out, words, slot, m, n, heads, n_blocks, D=d,
+        BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact), num_warps=plan.warps,
+        num_stages=plan.stages)
 
 
 def paged_splits(batch: int, column_blocks: int, plan: LaunchPlan) -> int:
