@@ -1,14 +1,14 @@
 """Triton kernels of the indexer: fp8 quantisation (K, Q, K into the paged cache) and the MQA
 logits (ragged prefill, paged decode).
 
-Logits: one program per (query block, key block) or (request, split of its cache blocks); a
-key tile is loaded once and reused across all heads, each head's scores go through relu and the head weight
-before the head sum, and key blocks entirely outside every window of the query block are
-skipped (written -inf) so causal prefill does about half the work. The key scale is positive, so
-``relu(s * scale) = scale * relu(s)`` and it is applied once after the head sum instead of per
-head: one max and one FMA per score remain on the CUDA cores. On the GPU the dot
-products run on fp8 tensor cores; under the CPU interpreter they run in fp32 on the same fp8
-values (the contract's "may compute in higher precision").
+Logits: one program per (query block, key block; key blocks fastest) or (request, split of its
+cache blocks); a key tile is loaded once and reused across all heads, each head's scores go
+through relu and the head weight before the head sum, and key blocks entirely outside every
+window of the query block are skipped (written -inf) so causal prefill does about half the
+work. The key scale is positive, so ``relu(s * scale) = scale * relu(s)`` and it is applied once
+after the head sum instead of per head: one max and one FMA per score remain on the CUDA cores.
+On the GPU the dot products run on fp8 tensor cores; under the CPU interpreter they run in fp32
+on the same fp8 values (the contract's "may compute in higher precision").
 
 Index values (windows, context lengths, slots) are checked inside the kernels, which clamp or
 skip what is out of range and flag an error word of ``harness.core.deferred`` (no host
@@ -40,9 +40,10 @@ DOT_FP32, DOT_FP8, DOT_BF16 = 0, 1, 2
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
     """The launch constants of the logits kernels (the default tuned on the H100 with
-    ``benchmarks/bench_indexer.py --tune`` and ``--tune-paged``). Tiles decide which logits a program computes, not
-    how: with an fp32 accumulator results must not depend on the plan (the knob ``plan``, swept
-    by the config-invariance detector over PLANS; see _FP8_MMA_LOGITS for the fp8 path)."""
+    ``benchmarks/bench_indexer.py --tune`` and ``--tune-paged``). Tiles decide which logits a
+    program computes, not how: with an fp32 accumulator results must not depend on the plan (the
+    knob ``plan``, swept by the config-invariance detector over PLANS; see _FP8_MMA_LOGITS for
+    the fp8 path)."""
     block_m: int = 64
     block_n: int = 128
     warps: int = 4
@@ -124,8 +125,8 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_
     """One program per (query block, key block of ``n_blocks``), key blocks fastest: the
     programs running at once share a few query blocks (BM x H x D each, the big operand) and all
     of K, so both come from L2 (query blocks fastest re-read all of Q from HBM for every key
-    block once Q outgrows L2). Error code (first key block's programs): 1 ke < ks, 2 ks < 0, 3 ke > N, with the
-    block's last offending row."""
+    block once Q outgrows L2). Error code (first key block's programs): 1 ke < ks, 2 ks < 0,
+    3 ke > N, with the block's last offending row."""
     pid_m, pid_n = tl.program_id(0) // n_blocks, tl.program_id(0) % n_blocks
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
