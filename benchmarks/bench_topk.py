@@ -10,8 +10,9 @@ is the registered op (argument checks, a claimed error word, two or three launch
 synchronisation: the window check is read later, see ``harness.core.deferred``); ``triton
 kernels`` is the launches alone. When the op's host time exceeds the GPU time (1 row), both
 measure the host. ``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits
-generator), so the whole row lands in one coarse bin and the finishing select reads the row
-itself: the slow path, shown so the fast one is not mistaken for the only one.
+generator), so the whole row lands in one coarse bin and the long-row finish
+(``_finish_long``: one pass over the row per stage) does the selecting: the slow path, shown so
+the fast one is not mistaken for the only one.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def main(argv=None) -> pd.DataFrame:
     return df
 
 
-TUNE_GRID = {"coarse_bits": (6, 7, 8), "small_tile": (256, 512, 1024)}
+TUNE_GRID = {"finish_programs": (256, 512, 1024), "finish_tile": (512, 1024)}
 """LaunchPlan fields to sweep (kernels.topk.triton.LaunchPlan); the rest stay at their defaults."""
 
 

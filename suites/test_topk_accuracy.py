@@ -68,11 +68,16 @@ def test_decode_near_300k_columns(target, record):
 SELECT_PATHS = {
     "registers, small tile": {},
     "registers": {"small_tile": 16},
-    "streamed from the candidate buffer": {"small_tile": 16, "reg_tile": 32, "finish_tile": 64},
-    "streamed from the row (buffer overflow)": {"candidate_budget": 1, "finish_tile": 256},
+    "registers, on the row (buffer overflow)": {"candidate_budget": 1},
+    "long-row stages, one program a row": {"small_tile": 16, "reg_tile": 32, "finish_tile": 64},
+    "long-row stages over slices of the row": {"small_tile": 16, "reg_tile": 32,
+                                               "finish_tile": 64, "slice_min": 512},
+    "long-row stages on the row (buffer overflow)": {"candidate_budget": 1, "finish_tile": 256,
+                                                     "reg_tile": 32, "slice_min": 1024},
 }
 """Launch plans (kernels.topk.triton.LaunchPlan) that route the finishing select of the sizes
-below through each of its paths (with the default plan only large rows reach the last three)."""
+below through each of its paths (with the default plan only rows of more than 4096 candidates
+reach the last three)."""
 
 
 @pytest.mark.parametrize("data", ["random", "ties"])

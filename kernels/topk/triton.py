@@ -1,6 +1,6 @@
 """Triton top-k per row: exact, with each row split over many programs.
 
-Two or three launches, no host synchronisation between them:
+Three or four launches, no host synchronisation between them:
 
 1. ``_coarse_hist`` (rows x chunks): a histogram of every chunk of every row over a *coarse
    bin*, the top 6 or 7 bits of the order key of the value rounded to fp16 (sign, exponent, at
@@ -11,15 +11,22 @@ Two or three launches, no host synchronisation between them:
    and "in b*".
 2. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
    straight into ``indices`` (column order), and compacts the elements in b* (order key and
-   offset) into a candidate buffer of ``cap`` slots per row.
-3. The finishing select (``_finish_row``), in the row's last filter program for small calls or
-   in its own launch (``_finish_rows``, see ``split_finish``): an exact radix select (4-bit
-   digits, starting below the candidates' common key prefix, stopping as soon as every element
-   sharing the prefix is needed) for the remaining ``k - above`` slots, then ``-1`` in the
-   unused slots. Up to ``small_tile`` / ``reg_tile`` candidates are read once and kept in registers;
-   more are streamed once per digit. If b* held more than ``cap`` elements, the select reads
-   the row itself, filtered by b*: slower, same result (vLLM's "10LSBits" tie data, where every
-   value of a row shares one bin, takes this path: about 0.6 ms for a 131072-column row).
+   offset) into a candidate buffer of ``cap`` slots per row, unless the finish will read the
+   row itself (``_reads_row``: b* overflowed the buffer, or holds most of a long row).
+3. The finishing select of a *short* row (at most ``reg_tile`` candidates; ``_finish_short``),
+   in the row's last filter program for small calls or in its own launch (``_finish_rows``,
+   see ``split_finish``): an exact radix select (4-bit digits, starting below the candidates'
+   common key prefix, stopping as soon as every element sharing the prefix is needed) for the
+   remaining ``k - above`` slots, on candidates read once and kept in registers, then ``-1``
+   in the unused slots.
+4. The finishing select of a *long* row (``_finish_long``, launched when rows have more than
+   ``reg_tile`` columns): the same select, spread over ``finish_slices`` programs per row,
+   one pass over the candidates per stage (key range, each digit, write). The stages of a row
+   are chained through its progress word; the stage's last program (a ticket counter) picks
+   the digit for all. Programs take the row's work items by ticket, so they only wait for
+   items that running programs hold: no deadlock whatever the residency, and under the
+   interpreter the row's first program does them all. Tie-heavy rows (vLLM's "10LSBits" data:
+   every value of a row in one bin) take this path.
 
 Offsets come from prefix sums, not atomics, so the output (set and order: elements above b* in
 column order, then the chosen candidates in column order; equal values taken lowest column
@@ -30,11 +37,11 @@ clamped so no access leaves the row, and the worst error (code and row) is kept 
 word of ``harness.core.deferred``: no host synchronisation on the hot path; the contract error
 is raised by ``deferred.raise_pending()`` (the harness calls it after every call it judges).
 
-Measured on the H100 (``benchmarks/bench_topk.py``, k=2048, random data, two runs), the launches
-against torch.topk: 64x131072 0.104 ms (2.0x), 64x300000 0.228 ms (2.0x), 2048x8192 0.208 ms
-(2.1x), 1x131072 0.031-0.050 ms (2.0-3.1x; 23 us of GPU time, the rest is the host cost of
-Triton launches). For 64x131072 the histogram pass takes 33 us (a plain read of the logits 20),
-the filter 42, the finishing select 16.
+Measured on the H100 (GPU time per kernel with torch.profiler, k=2048; 2026-11-24), against
+torch.topk: random rows 64x131072 0.095 ms (torch 0.215), 64x300000 0.215 ms (0.464),
+2048x8192 0.204 ms (0.434), 1x131072 0.030 ms; tie-heavy rows 1x131072 0.056 ms (torch 0.099),
+64x131072 0.280 ms (0.212), 64x300000 0.624 ms (0.468): one pass over the tie rows costs about
+what the coarse histogram pass does (40 us at 64x131072), and a 10-bit tie row takes five.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import triton
 import triton.language as tl
 
 from harness.core import deferred
-from harness.core.device import triton_unavailable_reason
+from harness.core.device import triton_interpreted, triton_unavailable_reason
 from harness.core.registry import register
 from kernels.topk import validate
 from kernels.triton_utils import error_word
@@ -55,7 +62,8 @@ from kernels.triton_utils import error_word
 class LaunchPlan:
     """The launch constants of one call. The output depends only on the row, whatever the plan
     (the kernels' claim; the config-invariance detector checks it over PLANS): ``coarse_bits``
-    and ``split_finish`` None pick by shape (``coarse_bits()``, ``split_finish()``)."""
+    and ``split_finish`` None pick by shape (``coarse_bits()``, ``split_finish()``); long rows
+    get ``finish_slices()`` programs each, from ``finish_programs`` and ``slice_min``."""
     coarse_bits: int | None = None
     hist_tile: int = 2048
     hist_warps: int = 8
@@ -73,6 +81,9 @@ class LaunchPlan:
     max_chunk: int = 16384
     target_programs: int = 1024
     candidate_budget: int = 1 << 23
+    finish_programs: int = 512
+    slice_min: int = 4096
+    long_warps: int = 4
 
 
 DEFAULT_PLAN = LaunchPlan()
@@ -80,11 +91,13 @@ PLANS = (
     DEFAULT_PLAN,
     LaunchPlan(coarse_bits=8, split_finish=True, small_tile=16),
     LaunchPlan(coarse_bits=6, split_finish=False, small_tile=16, reg_tile=32, finish_tile=64),
-    LaunchPlan(split_finish=True, candidate_budget=1, finish_tile=256),
+    LaunchPlan(split_finish=True, candidate_budget=1, finish_tile=256, reg_tile=512,
+               slice_min=512),
 )
 """Plans that route small calls through every finishing path (registers with a small or a full
-tile, streaming from the candidate buffer, streaming from the row when the buffer overflows),
-in the filter launch and in their own: the knob ``plan`` of the registered ops."""
+tile, the long-row stages on the candidate buffer with one program a row, and on the row itself
+when the buffer overflows with several), in the filter launch and in their own: the knob
+``plan`` of the registered ops."""
 
 _REASON = triton_unavailable_reason()
 _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
@@ -123,6 +136,14 @@ def _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE: tl.constexpr):
 
 
 @triton.jit
+def _reads_row(in_bin, length, cap, REG_TILE: tl.constexpr):
+    """Whether the finish reads the row itself, filtered by the threshold bin, instead of the
+    candidate buffer: when the bin overflowed the buffer, or holds more than half of a long row
+    (then the filter's compaction would write more than the finish's passes save)."""
+    return (in_bin > cap) | ((in_bin > REG_TILE) & (in_bin * 2 > length))
+
+
+@triton.jit
 def _last_of_row(ticket_ptr, r, n_chunks):
     """True in the program that finishes row r's phase last. The barrier puts every thread's
     writes before the gpu-scope release of the ticket (the pattern of a grid sync), so the last
@@ -154,7 +175,7 @@ def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, err_ptr, er
             v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
             hist += tl.histogram(_coarse_bin(v, BITS), NBINS, mask=m)
     row_hist = ws_ptr + r * n_chunks * NBINS
-    row_total = sync_ptr + 2 * n_rows + 1 + r * NBINS
+    row_total = sync_ptr + 2 * n_rows + r * NBINS
     tl.store(row_hist + s * NBINS + tl.arange(0, NBINS), hist)
     tl.atomic_add(row_total + tl.arange(0, NBINS), hist, sem="relaxed", scope="gpu")
     if _last_of_row(sync_ptr, r, n_chunks):
@@ -197,11 +218,11 @@ def _scan_row(row_hist, row_total, info_ptr, offs_ptr, length, top_k, n_chunks,
 def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, stride0,
                    stride1, idx_stride0, idx_stride1, next_n, n_cols, top_k, n_rows, n_chunks,
                    chunk, info_at, offs_at, cand_at, cap, DECODE: tl.constexpr,
-                   TILE: tl.constexpr, FINISH_TILE: tl.constexpr, SMALL_TILE: tl.constexpr,
-                   REG_TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
-                   BITS: tl.constexpr, SPLIT_FINISH: tl.constexpr):
-    """Phase 3 (every chunk), then, unless SPLIT_FINISH (the plan's ``split_finish``), phase 4
-    (finish) in the row's last program."""
+                   TILE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
+                   RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr,
+                   SPLIT_FINISH: tl.constexpr):
+    """Phase 3, one program per (row, chunk); unless SPLIT_FINISH (the plan's
+    ``split_finish``), the row's last program then finishes a short row (``_finish_short``)."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
@@ -219,7 +240,7 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
             tl.store(out_ptr + rel * idx_stride1, rel.to(tl.int32), mask=cols < hi)
     else:
         b_star = tl.load(info_ptr)
-        keep = tl.load(info_ptr + 2) <= cap
+        keep = _reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE) == 0
         run_above = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2)
         run_in = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2 + 1)
         for c0 in range(lo, hi, TILE):
@@ -243,31 +264,215 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
             run_in += total >> 16
     if not SPLIT_FINISH:
         if _last_of_row(sync_ptr + n_rows, r, n_chunks):
-            _finish_row(row_ptr + start * stride1, stride1, info_ptr, ckey_ptr, ccol_ptr,
-                        out_ptr, idx_stride1, end - start, top_k, cap, FINISH_TILE, SMALL_TILE,
-                        REG_TILE, RADIX, SLOT_BLOCK, BITS)
+            _finish_short(row_ptr + start * stride1, stride1, info_ptr, ckey_ptr, ccol_ptr,
+                          out_ptr, idx_stride1, end - start, top_k, cap, SMALL_TILE, REG_TILE,
+                          RADIX, SLOT_BLOCK, BITS)
+
+
+@triton.jit
+def _release(fin, progress):
+    """Publishes a row's progress after every thread's writes (see ``_last_of_row``)."""
+    tl.debug_barrier()
+    tl.atomic_xchg(fin, progress, sem="release", scope="gpu")
 
 
 @triton.jit
 def _finish_rows(logits_ptr, starts_ptr, ends_ptr, ws_ptr, idx_ptr, stride0, stride1,
                  idx_stride0, idx_stride1, next_n, n_cols, top_k, n_rows, info_at, cand_at, cap,
-                 DECODE: tl.constexpr, FINISH_TILE: tl.constexpr, SMALL_TILE: tl.constexpr,
-                 REG_TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
-                 BITS: tl.constexpr):
+                 DECODE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
+                 RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr):
+    """The finish of short rows in its own launch (``split_finish``), one program per row;
+    long rows are left to ``_finish_long``."""
     r = tl.program_id(0).to(tl.int64)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
     ckey_ptr = ws_ptr + cand_at + r * cap
-    _finish_row(logits_ptr + r * stride0 + start * stride1, stride1, ws_ptr + info_at + r * 4,
-                ckey_ptr, ckey_ptr + n_rows * cap, idx_ptr + r * idx_stride0, idx_stride1,
-                end - start, top_k, cap, FINISH_TILE, SMALL_TILE, REG_TILE, RADIX, SLOT_BLOCK,
-                BITS)
+    _finish_short(logits_ptr + r * stride0 + start * stride1, stride1, ws_ptr + info_at + r * 4,
+                  ckey_ptr, ckey_ptr + n_rows * cap, idx_ptr + r * idx_stride0, idx_stride1,
+                  end - start, top_k, cap, SMALL_TILE, REG_TILE, RADIX, SLOT_BLOCK, BITS)
+
+
+@triton.jit
+def _finish_long(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, stride0, stride1,
+                 idx_stride0, idx_stride1, next_n, n_cols, top_k, n_rows, info_at, cand_at, cap,
+                 state_at, counts_at, fin_at, fin_words, slices, DECODE: tl.constexpr,
+                 TILE: tl.constexpr, REG_TILE: tl.constexpr, RADIX: tl.constexpr,
+                 SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr, MAX_SLICES: tl.constexpr,
+                 SLEEP: tl.constexpr):
+    """The finish of long rows (more than REG_TILE candidates), after the filter launch:
+    ``slices`` programs per row; a program of a short row leaves after two loads. The others
+    take the row's work items (stage, slice), stages slowest, by ticket until none is left, so
+    a program only ever waits for items of lower tickets, which programs already running hold
+    (and under the interpreter, where programs run one after another, the row's first program
+    takes them all). An item waits until the row's progress word reaches its stage, and has
+    nothing to do if the row went past it (a search that stopped early)."""
+    ITEMS: tl.constexpr = 32 // RADIX + 3
+    r = (tl.program_id(0) // slices).to(tl.int64)
+    start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
+    info_ptr = ws_ptr + info_at + r * 4
+    in_bin = tl.load(info_ptr + 2)
+    length = end - start
+    from_row = _reads_row(in_bin, length, cap, REG_TILE)
+    n = tl.where(from_row, length, in_bin)
+    if (length > top_k) & (n > REG_TILE):
+        fin = sync_ptr + fin_at + r * fin_words
+        per = tl.cdiv(tl.cdiv(n, slices), TILE) * TILE
+        ckey_ptr = ws_ptr + cand_at + r * cap
+        item = tl.atomic_add(fin + 3, 1, sem="relaxed", scope="gpu")
+        while item < ITEMS * slices:
+            stage = item // slices
+            g = item % slices
+            if _wait_for(fin, stage, SLEEP) == stage:
+                _finish_stage(stage, g, slices, g * per, tl.minimum(g * per + per, n),
+                              logits_ptr + r * stride0 + start * stride1, stride1, info_ptr,
+                              ckey_ptr, ckey_ptr + n_rows * cap, idx_ptr + r * idx_stride0,
+                              idx_stride1, fin, ws_ptr + state_at + r * 4,
+                              ws_ptr + counts_at + r * slices * (2 + (32 // RADIX) * (1 << RADIX)),
+                              tl.minimum(length, top_k), top_k, from_row, TILE, RADIX,
+                              SLOT_BLOCK, BITS, MAX_SLICES)
+            item = tl.atomic_add(fin + 3, 1, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _wait_for(fin, progress, SLEEP: tl.constexpr):
+    """Spins on plain loads (no read-modify-write traffic on the word the last program of a
+    stage must update), pausing between them on the GPU (SLEEP) so that waiting programs leave
+    the SM to the working ones, until the row's progress reaches ``progress``; then acquires."""
+    seen = tl.load(fin, volatile=True)
+    while seen < progress:
+        if SLEEP:
+            seen = tl.inline_asm_elementwise("nanosleep.u32 256;\n ld.volatile.global.b32 $0, [$1];",
+                                             "=r,l", [fin], dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            seen = tl.load(fin, volatile=True)
+    seen = tl.atomic_add(fin, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+    return seen
+
+
+@triton.jit
+def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr,
+                  out_ptr, idx_stride1, fin, state_ptr, counts_ptr, count, top_k, from_row,
+                  TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
+                  BITS: tl.constexpr, MAX_SLICES: tl.constexpr):
+    """One slice [lo, hi) of a long row's candidates in one stage; the stage's last program
+    publishes the next stage. Range (stage 0): the slice's lowest and highest key; the last
+    program sets the search state at the candidates' common key prefix. Digit stages: the
+    slice's histogram of the next digit among the candidates sharing the prefix (kept per
+    slice); the last program picks the digit. Count stage, only when no digit stage ran: the
+    slice's candidates above and equal to the common prefix. Write stage: the slice writes its
+    taken candidates at the offsets that the counts of the slices before it give (from their
+    digit histograms, or from the count stage), so the output is the same for any number of
+    slices."""
+    LEVELS: tl.constexpr = 32 // RADIX
+    NB: tl.constexpr = 1 << RADIX
+    slice_hists = counts_ptr + slices * 2
+    b_star = tl.load(info_ptr, cache_modifier=".cg")
+    arrivals = fin + 4 + stage
+    if stage == 0:
+        lo_key = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
+        hi_key = tl.zeros((TILE,), dtype=tl.uint32)
+        for t0 in range(lo, hi, TILE):
+            key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
+                                      from_row, TILE, BITS)
+            lo_key = tl.minimum(lo_key, tl.where(m, key, 0xFFFFFFFF))
+            hi_key = tl.maximum(hi_key, tl.where(m, key, 0))
+        keys = fin.to(tl.pointer_type(tl.uint32))
+        tl.atomic_max(keys + 1, tl.min(lo_key, 0) ^ 0xFFFFFFFF, sem="relaxed", scope="gpu")
+        tl.atomic_max(keys + 2, tl.max(hi_key, 0), sem="relaxed", scope="gpu")
+        if _last_of_row(arrivals, 0, slices):
+            shift, prefix = _start_digit(tl.load(keys + 1, cache_modifier=".cg") ^ 0xFFFFFFFF,
+                                         tl.load(keys + 2, cache_modifier=".cg"), RADIX)
+            k_rem = count.to(tl.int32) - tl.load(info_ptr + 1, cache_modifier=".cg")
+            _set_state(state_ptr, shift, prefix, k_rem)
+            tl.store(state_ptr + 3, shift)
+            searching = (tl.load(info_ptr + 2, cache_modifier=".cg") != k_rem) & (shift > 0)
+            _release(fin, tl.where(searching, 1, LEVELS + 1))
+    else:
+        shift = tl.load(state_ptr, cache_modifier=".cg")
+        prefix = tl.load(state_ptr + 1, cache_modifier=".cg").to(tl.uint32, bitcast=True)
+        k_rem = tl.load(state_ptr + 2, cache_modifier=".cg")
+        if stage <= LEVELS:
+            shift -= RADIX
+            hist = tl.zeros((NB,), dtype=tl.int32)
+            for t0 in range(lo, hi, TILE):
+                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
+                                          from_row, TILE, BITS)
+                hist += _digit_hist(key, m, shift, prefix, RADIX)
+            bins = tl.arange(0, NB)
+            tl.store(slice_hists + ((stage - 1) * slices + g) * NB + bins, hist)
+            row_hist = fin + 4 + LEVELS + 3 + (stage - 1) * NB + bins
+            tl.atomic_add(row_hist, hist, sem="relaxed", scope="gpu")
+            if _last_of_row(arrivals, 0, slices):
+                prefix, k_rem, searching = _pick_digit(tl.load(row_hist, cache_modifier=".cg"),
+                                                       shift, prefix, k_rem, RADIX)
+                _set_state(state_ptr, shift, prefix, k_rem)
+                _release(fin, tl.where(searching, stage + 1, LEVELS + 2))
+        elif stage == LEVELS + 1:
+            above = tl.zeros((), dtype=tl.int32)
+            equal = tl.zeros((), dtype=tl.int32)
+            for t0 in range(lo, hi, TILE):
+                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
+                                          from_row, TILE, BITS)
+                top = _key_top(key, shift)
+                above += tl.sum((m & (top > prefix)).to(tl.int32), 0)
+                equal += tl.sum((m & (top == prefix)).to(tl.int32), 0)
+            tl.store(counts_ptr + g * 2, above)
+            tl.store(counts_ptr + g * 2 + 1, equal)
+            if _last_of_row(arrivals, 0, slices):
+                _release(fin, LEVELS + 2)
+        else:
+            _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr,
+                         out_ptr, idx_stride1, state_ptr, counts_ptr, shift, prefix, k_rem, b_star,
+                         count, top_k, from_row, TILE, RADIX, SLOT_BLOCK, BITS, MAX_SLICES)
+
+
+@triton.jit
+def _set_state(state_ptr, shift, prefix, k_rem):
+    tl.store(state_ptr, shift)
+    tl.store(state_ptr + 1, prefix.to(tl.int32, bitcast=True))
+    tl.store(state_ptr + 2, k_rem)
+
+
+@triton.jit
+def _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr,
+                 idx_stride1, state_ptr, counts_ptr, shift, prefix, k_rem, b_star, count, top_k,
+                 from_row, TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
+                 BITS: tl.constexpr, MAX_SLICES: tl.constexpr):
+    """The write stage of slice g: its taken candidates, after those of the slices before it."""
+    NB: tl.constexpr = 1 << RADIX
+    before = tl.arange(0, MAX_SLICES)
+    levels_run = (tl.load(state_ptr + 3, cache_modifier=".cg") - shift) // RADIX
+    if levels_run == 0:
+        a = tl.load(counts_ptr + before * 2, mask=before < g, other=0, cache_modifier=".cg")
+        e = tl.load(counts_ptr + before * 2 + 1, mask=before < g, other=0, cache_modifier=".cg")
+    else:
+        a = tl.zeros((MAX_SLICES,), dtype=tl.int32)
+        e = tl.zeros((MAX_SLICES,), dtype=tl.int32)
+        bins = tl.arange(0, NB)
+        for level in range(0, levels_run):
+            digit = ((prefix >> (RADIX * (levels_run - 1 - level))) & (NB - 1)).to(tl.int32)
+            h = tl.load(counts_ptr + slices * 2 + (level * slices + before[:, None]) * NB
+                        + bins[None, :], mask=before[:, None] < g, other=0, cache_modifier=".cg")
+            a += tl.sum(tl.where(bins[None, :] > digit, h, 0), 1)
+            e = tl.sum(tl.where(bins[None, :] == digit, h, 0), 1)
+    e_before = tl.cumsum(e, 0) - e
+    taken = a + tl.minimum(tl.maximum(k_rem - e_before, 0), e)
+    taken = tl.load(info_ptr + 1, cache_modifier=".cg") + tl.sum(taken, 0)
+    eq_seen = tl.sum(e, 0)
+    for t0 in range(lo, hi, TILE):
+        key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star, from_row,
+                                  TILE, BITS)
+        taken, eq_seen = _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr,
+                                      idx_stride1)
+    if g == 0:
+        _fill_unused(out_ptr, idx_stride1, count, top_k, SLOT_BLOCK)
 
 
 @triton.jit
 def _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, base, n, b_star, from_row,
                 TILE: tl.constexpr, BITS: tl.constexpr):
-    """Order keys, local offsets and validity of candidates [base, base + TILE): the compacted
-    buffer, or (from_row) the row's elements in the threshold bin."""
+    """Order keys, local offsets and validity of candidates [base, base + TILE) below n: the
+    compacted buffer, or (from_row) the row's elements in the threshold bin."""
     i = base + tl.arange(0, TILE)
     m = i < n
     if from_row:
@@ -290,8 +495,14 @@ def _start_digit(lo_key, hi_key, RADIX: tl.constexpr):
     shift = 32
     while (shift > 0) & ((differ >> (shift - RADIX)) == 0):
         shift -= RADIX
-    prefix = tl.where(shift >= 32, 0, (hi_key >> 1) >> tl.maximum(shift - 1, 0))
-    return shift, tl.where(shift == 0, hi_key, prefix)
+    return shift, _key_top(hi_key, shift)
+
+
+@triton.jit
+def _key_top(key, shift):
+    """The bits of ``key`` from ``shift`` up (0 for shift 32)."""
+    top = tl.where(shift == 0, key, (key >> 1) >> tl.maximum(shift - 1, 0))
+    return tl.where(shift >= 32, 0, top)
 
 
 @triton.jit
@@ -318,8 +529,7 @@ def _pick_digit(hist, shift, prefix, k_rem, RADIX: tl.constexpr):
 @triton.jit
 def _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr, idx_stride1):
     """Writes every candidate above the prefix and the first k_rem equal to it (column order)."""
-    top = tl.where(shift == 0, key, (key >> 1) >> tl.maximum(shift - 1, 0))
-    top = tl.where(shift >= 32, 0, top)
+    top = _key_top(key, shift)
     eq = (m & (top == prefix)).to(tl.int32)
     eq_rank = eq_seen + tl.cumsum(eq, 0) - eq
     take = (m & (top > prefix)) | ((eq == 1) & (eq_rank < k_rem))
@@ -348,61 +558,34 @@ def _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_r
 
 
 @triton.jit
-def _key_range(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row, TILE: tl.constexpr,
-               BITS: tl.constexpr):
-    lo_key = tl.full((), 0xFFFFFFFF, tl.uint32)
-    hi_key = tl.zeros((), dtype=tl.uint32)
-    for t0 in range(0, n, TILE):
-        key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n, b_star, from_row,
-                                  TILE, BITS)
-        lo_key = tl.minimum(lo_key, tl.min(tl.where(m, key, 0xFFFFFFFF), 0))
-        hi_key = tl.maximum(hi_key, tl.max(tl.where(m, key, 0), 0))
-    return lo_key, hi_key
+def _finish_short(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_stride1, length,
+                  top_k, cap, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
+                  RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr):
+    """The whole finish of a short row, one with at most REG_TILE candidates (the plan's
+    reg_tile): they are read once and kept in registers, then -1 goes in the unused slots. A
+    long row is left as it is, for ``_finish_long``."""
+    count = tl.minimum(length, top_k)
+    b_star = tl.load(info_ptr, cache_modifier=".cg")
+    taken = tl.load(info_ptr + 1, cache_modifier=".cg")
+    in_bin = tl.load(info_ptr + 2, cache_modifier=".cg")
+    from_row = _reads_row(in_bin, length, cap, REG_TILE)
+    n = tl.where(from_row, length, in_bin)
+    if (length <= top_k) | (n <= REG_TILE):
+        if length > top_k:
+            k_rem = count.to(tl.int32) - taken
+            if n <= SMALL_TILE:
+                _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row,
+                                     in_bin, k_rem, taken, out_ptr, idx_stride1, SMALL_TILE,
+                                     RADIX, BITS)
+            else:
+                _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row,
+                                     in_bin, k_rem, taken, out_ptr, idx_stride1, REG_TILE,
+                                     RADIX, BITS)
+        _fill_unused(out_ptr, idx_stride1, count, top_k, SLOT_BLOCK)
 
 
 @triton.jit
-def _finish_row(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_stride1, length,
-                top_k, cap, TILE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
-                RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr):
-    """Exact selection of the last ``k - above`` slots among the threshold bin's candidates,
-    then -1 in the unused slots. Up to REG_TILE (the plan's reg_tile) candidates are read once and kept in registers
-    for every digit; more (or a bin that overflowed the buffer: the row itself is read, filtered
-    by the bin) are streamed once per digit."""
-    count = tl.minimum(length, top_k)
-    if length > top_k:
-        b_star = tl.load(info_ptr, cache_modifier=".cg")
-        taken = tl.load(info_ptr + 1, cache_modifier=".cg")
-        in_bin = tl.load(info_ptr + 2, cache_modifier=".cg")
-        k_rem = count.to(tl.int32) - taken
-        from_row = in_bin > cap
-        n = tl.where(from_row, length, in_bin)
-        if n <= SMALL_TILE:
-            _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row,
-                                 in_bin, k_rem, taken, out_ptr, idx_stride1, SMALL_TILE, RADIX,
-                                 BITS)
-        elif n <= REG_TILE:
-            _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_row,
-                                 in_bin, k_rem, taken, out_ptr, idx_stride1, REG_TILE, RADIX,
-                                 BITS)
-        else:
-            lo_key, hi_key = _key_range(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star,
-                                        from_row, TILE, BITS)
-            shift, prefix = _start_digit(lo_key, hi_key, RADIX)
-            eq_seen = tl.zeros((), dtype=tl.int32)
-            searching = (in_bin != k_rem) & (shift > 0)
-            while searching:
-                shift -= RADIX
-                hist = tl.zeros((1 << RADIX,), dtype=tl.int32)
-                for t0 in range(0, n, TILE):
-                    key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n,
-                                              b_star, from_row, TILE, BITS)
-                    hist += _digit_hist(key, m, shift, prefix, RADIX)
-                prefix, k_rem, searching = _pick_digit(hist, shift, prefix, k_rem, RADIX)
-            for t0 in range(0, n, TILE):
-                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, n, b_star,
-                                          from_row, TILE, BITS)
-                taken, eq_seen = _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen,
-                                              out_ptr, idx_stride1)
+def _fill_unused(out_ptr, idx_stride1, count, top_k, SLOT_BLOCK: tl.constexpr):
     slots = tl.arange(0, SLOT_BLOCK)
     for s0 in range(0, top_k, SLOT_BLOCK):
         s = s0 + slots
@@ -437,12 +620,24 @@ def chunk_size(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> i
                                    triton.next_power_of_2(want)))
 
 
+def finish_slices(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int:
+    """Programs per row in each stage of a long row's finish: about ``finish_programs`` in all,
+    none with fewer than ``slice_min`` columns' worth of candidates, at most MAX_SLICES."""
+    return max(1, min(MAX_SLICES, plan.finish_programs // num_rows, n_cols // plan.slice_min))
+
+
+MAX_SLICES = 64
+
+
 def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, top_k,
            decode: bool, plan: LaunchPlan = DEFAULT_PLAN, errors=None) -> None:
     """All launches, no synchronisation. ``errors`` = (words, index): where the worst window
     error goes, packed as ``deferred.pack(code, row)`` (a scratch word when None). The sync
-    words (zeroed here) are the row tickets of the histogram and filter launches, one unused
-    word, then every row's total coarse histogram."""
+    words (zeroed here) are the row counters of the histogram and filter launches, every row's
+    total coarse histogram, then every row's finish words: progress, ~lowest and highest
+    candidate key, the work ticket, one arrival counter per stage, one digit histogram per
+    digit stage. Long rows (more than ``reg_tile`` columns) get ``finish_slices`` programs per
+    finish stage, or one program for all stages; short ones one program."""
     dev, n_cols = logits.device, logits.shape[1]
     chunk = chunk_size(num_rows, n_cols, plan)
     n_chunks = max(1, triton.cdiv(n_cols, chunk))
@@ -450,33 +645,42 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     bits = coarse_bits(int(top_k), n_cols, plan)
     split = split_finish(num_rows, n_cols, plan)
     nbins = 1 << bits
+    levels = 32 // plan.radix
+    slices = finish_slices(num_rows, n_cols, plan)
     info_at = num_rows * n_chunks * nbins
     offs_at = info_at + num_rows * 4
-    cand_at = offs_at + num_rows * n_chunks * 2
+    state_at = offs_at + num_rows * n_chunks * 2
+    counts_at = state_at + num_rows * 4
+    cand_at = counts_at + num_rows * slices * (2 + levels * (1 << plan.radix))
     ws = torch.empty(cand_at + 2 * num_rows * cap, dtype=torch.int32, device=dev)
-    sync = torch.zeros(2 * num_rows + 1 + num_rows * nbins, dtype=torch.int32, device=dev)
+    fin_at = 2 * num_rows + num_rows * nbins
+    fin_words = 4 + levels + 3 + levels * (1 << plan.radix)
+    sync = torch.zeros(fin_at + num_rows * fin_words, dtype=torch.int32, device=dev)
     top_k, next_n = int(top_k), int(next_n)
     words, slot = errors if errors is not None else (torch.zeros(1, dtype=torch.int32, device=dev), 0)
     grid = (num_rows, n_chunks)
-    _coarse_hist[grid](logits, starts, ends, ws, sync, words, slot, stride0, stride1, next_n,
-                       n_cols, top_k, num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
+    rows = (logits, starts, ends, ws)
+    strides = (stride0, stride1, indices.stride(0), indices.stride(1), next_n, n_cols, top_k,
+               num_rows)
+    select = dict(REG_TILE=plan.reg_tile, RADIX=plan.radix, SLOT_BLOCK=plan.slot_block,
+                  BITS=bits, DECODE=decode)
+    _coarse_hist[grid](*rows, sync, words, slot, stride0, stride1, next_n, n_cols, top_k,
+                       num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
                        TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
                        num_warps=plan.hist_warps)
-    _coarse_filter[grid](logits, starts, ends, ws, sync, indices, stride0, stride1,
-                         indices.stride(0), indices.stride(1), next_n, n_cols, top_k, num_rows,
-                         n_chunks, chunk, info_at, offs_at, cand_at, cap, DECODE=decode,
-                         TILE=plan.filter_tile, FINISH_TILE=plan.finish_tile,
-                         SMALL_TILE=plan.small_tile, REG_TILE=plan.reg_tile, RADIX=plan.radix,
-                         SLOT_BLOCK=plan.slot_block, BITS=bits, SPLIT_FINISH=split,
-                         num_warps=plan.filter_warps)
+    _coarse_filter[grid](*rows, sync, indices, *strides, n_chunks, chunk, info_at, offs_at,
+                         cand_at, cap, TILE=plan.filter_tile, SMALL_TILE=plan.small_tile,
+                         SPLIT_FINISH=split, **select, num_warps=plan.filter_warps)
     if split:
-        _finish_rows[(num_rows,)](logits, starts, ends, ws, indices, stride0, stride1,
-                                  indices.stride(0), indices.stride(1), next_n, n_cols, top_k,
-                                  num_rows, info_at, cand_at, cap, DECODE=decode,
-                                  FINISH_TILE=plan.finish_tile, SMALL_TILE=plan.small_tile,
-                                  REG_TILE=plan.reg_tile, RADIX=plan.radix,
-                                  SLOT_BLOCK=plan.slot_block, BITS=bits,
+        _finish_rows[(num_rows,)](*rows, indices, *strides, info_at, cand_at, cap,
+                                  SMALL_TILE=plan.small_tile, **select,
                                   num_warps=plan.finish_warps)
+    if n_cols > plan.reg_tile:
+        _finish_long[(num_rows * slices,)](*rows, sync, indices, *strides, info_at, cand_at, cap,
+                                           state_at, counts_at, fin_at, fin_words, slices,
+                                           TILE=plan.finish_tile, MAX_SLICES=MAX_SLICES,
+                                           SLEEP=not triton_interpreted(), **select,
+                                           num_warps=plan.long_warps)
 
 
 def _window_errors(logits, op: str, starts_name: str) -> tuple:
