@@ -65,3 +65,30 @@ def test_a_failed_capture_gives_its_memory_back():
     torch.cuda.empty_cache()
     kept = torch.cuda.memory_reserved() - before
     assert kept < 2 ** 28, f"{kept / 2 ** 30:.2f} GiB stay reserved after a failed capture"
+
+
+def test_a_failed_capture_leaves_no_error_words_behind():
+    """The error words a kernel claims while it is being captured live in the graph's memory
+    pool, which a failed capture gives back: they must be dropped with it, or every later
+    ``deferred.raise_pending()`` of the worker reads freed memory (a false error in whatever
+    test runs next)."""
+    import dataclasses
+
+    import torch
+
+    from harness.core import deferred
+    from harness.core.cases import Case
+    from harness.core.registry import records
+    from harness.core.specs import get_spec
+
+    op = "indexer_k_quant_and_cache"
+    shipped = records(op)["triton"]
+
+    def syncs_after_launching(*args, **kwargs):
+        shipped.fn(*args, **kwargs)
+        return torch.ones(1, device="cuda").item()
+
+    impl = dataclasses.replace(shipped, fn=syncs_after_launching)
+    finding = cuda_graph.check(get_spec(op), impl, Case(op, tokens=64, device="cuda"))
+    assert not finding.passed and "cannot be captured" in finding.message, finding.explain()
+    assert not deferred._CAPTURED, f"{len(deferred._CAPTURED)} captured error words left behind"

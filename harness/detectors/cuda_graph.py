@@ -54,14 +54,14 @@ def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     try:
-        result = capture(graph, lambda: spec.launch(impl.fn, static))
-    except Exception as exc:  # what the capture refused is the finding
-        message = (f"cannot be captured in a CUDA graph: {type(exc).__name__}: "
-                   f"{str(exc).splitlines()[0] if str(exc) else ''} (a host read or sync on the "
-                   "hot path; vLLM's decode runs in full CUDA graphs)")
-        return Finding("cuda_graph", spec.op, impl.name, False, message,
-                       [_row(case, impl, "*", "fail", message)])
-    try:
+        try:
+            result = capture(graph, lambda: spec.launch(impl.fn, static))
+        except Exception as exc:  # what the capture refused is the finding
+            message = (f"cannot be captured in a CUDA graph: {type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0] if str(exc) else ''} (a host read or sync on "
+                       "the hot path; vLLM's decode runs in full CUDA graphs)")
+            return Finding("cuda_graph", spec.op, impl.name, False, message,
+                           [_row(case, impl, "*", "fail", message)])
         return _replay(spec, impl, case, graph, static, result, replays)
     finally:
         deferred.forget_captured()
