@@ -144,6 +144,15 @@ def _reads_row(in_bin, length, cap, REG_TILE: tl.constexpr):
 
 
 @triton.jit
+def _finish_source(in_bin, length, top_k, cap, REG_TILE: tl.constexpr):
+    """Where a row's finish reads its candidates (``_reads_row``), how many it reads, and
+    whether the row is long (a select among more than REG_TILE of them: ``_finish_long``)."""
+    from_row = _reads_row(in_bin, length, cap, REG_TILE)
+    n = tl.where(from_row, length, in_bin)
+    return from_row, n, (length > top_k) & (n > REG_TILE)
+
+
+@triton.jit
 def _last_of_row(ticket_ptr, r, n_chunks):
     """True in the program that finishes row r's phase last. The barrier puts every thread's
     writes before the gpu-scope release of the ticket (the pattern of a grid sync), so the last
@@ -311,9 +320,8 @@ def _finish_long(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, st
     info_ptr = ws_ptr + info_at + r * 4
     in_bin = tl.load(info_ptr + 2)
     length = end - start
-    from_row = _reads_row(in_bin, length, cap, REG_TILE)
-    n = tl.where(from_row, length, in_bin)
-    if (length > top_k) & (n > REG_TILE):
+    from_row, n, long_row = _finish_source(in_bin, length, top_k, cap, REG_TILE)
+    if long_row:
         fin = sync_ptr + fin_at + r * fin_words
         per = tl.cdiv(tl.cdiv(n, slices), TILE) * TILE
         ckey_ptr = ws_ptr + cand_at + r * cap
@@ -568,9 +576,8 @@ def _finish_short(row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr, idx_s
     b_star = tl.load(info_ptr, cache_modifier=".cg")
     taken = tl.load(info_ptr + 1, cache_modifier=".cg")
     in_bin = tl.load(info_ptr + 2, cache_modifier=".cg")
-    from_row = _reads_row(in_bin, length, cap, REG_TILE)
-    n = tl.where(from_row, length, in_bin)
-    if (length <= top_k) | (n <= REG_TILE):
+    from_row, n, long_row = _finish_source(in_bin, length, top_k, cap, REG_TILE)
+    if long_row == 0:
         if length > top_k:
             k_rem = count.to(tl.int32) - taken
             if n <= SMALL_TILE:
@@ -620,13 +627,13 @@ def chunk_size(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> i
                                    triton.next_power_of_2(want)))
 
 
+MAX_SLICES = 64
+
+
 def finish_slices(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int:
     """Programs per row in each stage of a long row's finish: about ``finish_programs`` in all,
     none with fewer than ``slice_min`` columns' worth of candidates, at most MAX_SLICES."""
     return max(1, min(MAX_SLICES, plan.finish_programs // num_rows, n_cols // plan.slice_min))
-
-
-MAX_SLICES = 64
 
 
 def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, top_k,
