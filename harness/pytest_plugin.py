@@ -33,6 +33,7 @@ import pathlib
 
 import pytest
 
+from harness.core import deferred
 from harness.core import device as harness_device
 from harness.profiles import INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for
 from harness import families
@@ -298,6 +299,13 @@ def pytest_generate_tests(metafunc):
         params = [pytest.param(None, marks=pytest.mark.skip(
             reason=f"no implementation of {ops} matches --impl {sorted(wanted)}"))]
     metafunc.parametrize("target", params)
+
+
+@pytest.fixture(autouse=True)
+def _device_errors_read_by_their_test():
+    """Every test ends with its calls' device-checked errors read (``deferred``)."""
+    yield
+    deferred.raise_left_behind()
 
 
 @pytest.fixture

@@ -60,3 +60,13 @@ def test_the_harness_call_raises_from_the_bad_call_itself():
     args = dict(zip(spec.signature.parameters, _bad_prefill_call("cuda")))
     with pytest.raises(ContractError, match="row 2"):
         spec.call(fn, args)
+
+
+def test_an_error_left_unread_fails_the_test_that_left_it_not_the_next():
+    """The plugin reads every test's leftovers when it ends (``raise_left_behind``). Here a
+    flagged word no check read (a captured call's; on the CPU its word is a plain tensor)."""
+    explain = deferred.explainer({1: "slot of token {row} past the cache"})
+    deferred._CAPTURED.append((torch.tensor([deferred.pack(1, 5)], dtype=torch.int32), explain))
+    with pytest.raises(ContractError, match="left unread by this test.*token 5 past the cache"):
+        deferred.raise_left_behind()
+    deferred.raise_pending()

@@ -14,7 +14,9 @@ of a per-device ring of zeroed words, with no host work beyond an index. The wor
   amortised over ``RING`` calls;
 - on the CPU, at once after the launch (``launched``): nothing to save there;
 - for calls captured in a CUDA graph (their word is the graph's own, reset by every replay): by
-  ``raise_pending()`` outside capture, after the replays.
+  ``raise_pending()`` outside capture, after the replays;
+- at the end of every test (``raise_left_behind``): an error no check read is raised on the
+  test whose call flagged it, not on the next test of the worker.
 
 ``explain(word)`` turns a non-zero word into the message. It must hold no tensor (it outlives the
 call until the next check): ops pack what the message needs (the code, a row) into the word.
@@ -120,6 +122,20 @@ def raise_pending() -> None:
         value = int(word)
         if value:
             raise ContractError(explain(value))
+
+
+def raise_left_behind() -> None:
+    """``raise_pending()`` at the end of a test (the harness's pytest plugin): an error still
+    unread then would be raised by the next check, in whatever test the worker runs next (red
+    there, green when that test runs alone). It is raised here instead, naming this test as the
+    one that left it, and dropped so the next test starts clean."""
+    try:
+        raise_pending()
+    except ContractError as exc:
+        forget_captured()
+        raise ContractError(f"left unread by this test, found when it ended: {exc}. Read the "
+                            "errors of the calls the test makes (deferred.raise_pending(), which "
+                            "OpSpec.call does), or they fail the next test instead") from None
 
 
 def forget_captured() -> None:
