@@ -153,12 +153,13 @@ def _finish_source(in_bin, length, top_k, cap, REG_TILE: tl.constexpr):
 
 
 @triton.jit
-def _last_of_row(ticket_ptr, r, n_chunks):
-    """True in the program that finishes row r's phase last. The barrier puts every thread's
-    writes before the gpu-scope release of the ticket (the pattern of a grid sync), so the last
-    program sees them all once it has acquired the ticket."""
+def _arrives_last(counter_ptr, arrivals):
+    """True in the program that arrives last of ``arrivals`` at ``counter_ptr`` (a row's phase,
+    a stage of a long row). The barrier puts every thread's writes before the gpu-scope release
+    of the counter (the pattern of a grid sync), so the last program sees them all once it has
+    acquired the counter."""
     tl.debug_barrier()
-    return tl.atomic_add(ticket_ptr + r, 1, sem="acq_rel", scope="gpu") == n_chunks - 1
+    return tl.atomic_add(counter_ptr, 1, sem="acq_rel", scope="gpu") == arrivals - 1
 
 
 @triton.jit(do_not_specialize=["err_slot"])
@@ -187,7 +188,7 @@ def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, err_ptr, er
     row_total = sync_ptr + 2 * n_rows + r * NBINS
     tl.store(row_hist + s * NBINS + tl.arange(0, NBINS), hist)
     tl.atomic_add(row_total + tl.arange(0, NBINS), hist, sem="relaxed", scope="gpu")
-    if _last_of_row(sync_ptr, r, n_chunks):
+    if _arrives_last(sync_ptr + r, n_chunks):
         _scan_row(row_hist, row_total, ws_ptr + info_at + r * 4,
                   ws_ptr + offs_at + r * n_chunks * 2, end - start, top_k, n_chunks, NBINS,
                   SPLITS)
@@ -272,7 +273,7 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
             run_above += total & 0xFFFF
             run_in += total >> 16
     if not SPLIT_FINISH:
-        if _last_of_row(sync_ptr + n_rows, r, n_chunks):
+        if _arrives_last(sync_ptr + n_rows + r, n_chunks):
             _finish_short(row_ptr + start * stride1, stride1, info_ptr, ckey_ptr, ccol_ptr,
                           out_ptr, idx_stride1, end - start, top_k, cap, SMALL_TILE, REG_TILE,
                           RADIX, SLOT_BLOCK, BITS)
@@ -280,7 +281,7 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
 
 @triton.jit
 def _release(fin, progress):
-    """Publishes a row's progress after every thread's writes (see ``_last_of_row``)."""
+    """Publishes a row's progress after every thread's writes (see ``_arrives_last``)."""
     tl.debug_barrier()
     tl.atomic_xchg(fin, progress, sem="release", scope="gpu")
 
@@ -387,7 +388,7 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
         keys = fin.to(tl.pointer_type(tl.uint32))
         tl.atomic_max(keys + 1, tl.min(lo_key, 0) ^ 0xFFFFFFFF, sem="relaxed", scope="gpu")
         tl.atomic_max(keys + 2, tl.max(hi_key, 0), sem="relaxed", scope="gpu")
-        if _last_of_row(arrivals, 0, slices):
+        if _arrives_last(arrivals, slices):
             shift, prefix = _start_digit(tl.load(keys + 1, cache_modifier=".cg") ^ 0xFFFFFFFF,
                                          tl.load(keys + 2, cache_modifier=".cg"), RADIX)
             k_rem = count.to(tl.int32) - tl.load(info_ptr + 1, cache_modifier=".cg")
@@ -410,7 +411,7 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
             tl.store(slice_hists + ((stage - 1) * slices + g) * NB + bins, hist)
             row_hist = fin + 4 + LEVELS + 3 + (stage - 1) * NB + bins
             tl.atomic_add(row_hist, hist, sem="relaxed", scope="gpu")
-            if _last_of_row(arrivals, 0, slices):
+            if _arrives_last(arrivals, slices):
                 prefix, k_rem, searching = _pick_digit(tl.load(row_hist, cache_modifier=".cg"),
                                                        shift, prefix, k_rem, RADIX)
                 _set_state(state_ptr, shift, prefix, k_rem)
@@ -426,7 +427,7 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
                 equal += tl.sum((m & (top == prefix)).to(tl.int32), 0)
             tl.store(counts_ptr + g * 2, above)
             tl.store(counts_ptr + g * 2 + 1, equal)
-            if _last_of_row(arrivals, 0, slices):
+            if _arrives_last(arrivals, slices):
                 _release(fin, LEVELS + 2)
         else:
             _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr,
