@@ -92,3 +92,17 @@ def test_a_failed_capture_leaves_no_error_words_behind():
     finding = cuda_graph.check(get_spec(op), impl, Case(op, tokens=64, device="cuda"))
     assert not finding.passed and "cannot be captured" in finding.message, finding.explain()
     assert not deferred._CAPTURED, f"{len(deferred._CAPTURED)} captured error words left behind"
+
+
+def test_a_failed_capture_leaves_random_numbers_working():
+    """A capture that fails to end left PyTorch's CUDA generator in capture mode: the next
+    ``torch.randn`` on the GPU, in whatever test came next, raised "Offset increment outside
+    graph capture encountered unexpectedly"."""
+    import torch
+
+    def syncs():
+        torch.ones(1, device="cuda").item()
+
+    with pytest.raises(RuntimeError):
+        cuda_graph.capture(torch.cuda.CUDAGraph(), syncs)
+    assert torch.randn(4, device="cuda").isfinite().all()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 
 import torch
 
@@ -126,6 +127,21 @@ def _abandon(graph: torch.cuda.CUDAGraph, pool) -> None:
     with contextlib.suppress(Exception):
         torch._C._cuda_endAllocateToPool(device, pool)
         torch._C._cuda_releasePool(device, pool)
+    _end_rng_capture()
+
+
+def _end_rng_capture() -> None:
+    """Take PyTorch's CUDA generator out of capture mode. A capture whose end fails leaves it
+    there (the generators' epilogue runs only after a successful end), and every later random op
+    of the process then fails ("Offset increment outside graph capture encountered
+    unexpectedly": on the H100, in whatever test the worker ran next). An empty capture that ends
+    normally runs the epilogue."""
+    empty = torch.cuda.CUDAGraph()
+    with warnings.catch_warnings(), contextlib.suppress(Exception), \
+            torch.cuda.stream(torch.cuda.Stream()):
+        warnings.simplefilter("ignore")  # "The CUDA Graph is empty": it is meant to be
+        empty.capture_begin()
+        empty.capture_end()
 
 
 def _row(case: Case, impl, output: str, verdict: str, detail: str) -> dict:
