@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from common import (PEERS, copy_bandwidth, emit, mma_roofline, need_gpu, parser,  # noqa: E402
-                    runnable, time_ms, with_ratios)
+                    runnable, time_ms, timed, with_ratios)
 
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
@@ -107,13 +107,14 @@ def _time_all(op: str, label: str, inputs: dict, work: float, unit: str) -> list
     args = get_spec(op).arguments(inputs)
     for name, impl in runnable(records(op), (*SHIPPED, *PEERS)).items():
         try:
-            ms = time_ms(lambda fn=impl.fn: fn(*args), rep=50)
+            ms, how, host = timed(lambda fn=impl.fn: fn(*args), rep=50)
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
             rows.append({"op": op, "shape": label, "impl": name, "note": "OOM"})
             continue
         rows.append({"op": op, "shape": label, "impl": name, "ms": ms,
-                     "figure": work / ms / (1e9 if unit == "TFLOP/s" else 1e6), "unit": unit})
+                     "figure": work / ms / (1e9 if unit == "TFLOP/s" else 1e6), "unit": unit,
+                     "timing": how, "host us": host})
     return rows
 
 

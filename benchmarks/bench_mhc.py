@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import PEERS, copy_bandwidth, emit, need_gpu, parser, runnable, time_ms, with_ratios  # noqa: E402
+from common import PEERS, copy_bandwidth, emit, need_gpu, parser, runnable, timed, with_ratios  # noqa: E402
 
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
@@ -71,13 +71,13 @@ def main(argv=None) -> pd.DataFrame:
             nbytes = ideal_bytes(op, t, args.hidden)
             for name, fn in call.items():
                 try:
-                    ms = time_ms(fn)
+                    ms, how, host = timed(fn)
                 except torch.OutOfMemoryError:
                     torch.cuda.empty_cache()
                     rows.append({"op": op, "shape": f"T={t}", "impl": name, "note": "OOM"})
                     continue
                 rows.append({"op": op, "shape": f"T={t}", "impl": name, "ms": ms,
-                             "figure": nbytes / ms / 1e6, "unit": "GB/s"})
+                             "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host})
             inputs = args_ = call = None
             torch.cuda.empty_cache()
     df = with_ratios(pd.DataFrame(rows), {"GB/s": copy})

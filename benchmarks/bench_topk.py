@@ -8,8 +8,8 @@ torch.topk runs on the full rows (what the issue measured); the Triton decode op
 valid to its last column, so both select k of the same N values. Two Triton rows: ``triton op``
 is the registered op (argument checks, a claimed error word, two or three launches; no host
 synchronisation: the window check is read later, see ``harness.core.deferred``); ``triton
-kernels`` is the launches alone. When the op's host time exceeds the GPU time (1 row), both
-measure the host. ``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits
+kernels`` is the launches alone. Both are timed as CUDA-graph replays (``common.timed``); the
+host time of an eager call is in ``host us``. ``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits
 generator), so the whole row lands in one coarse bin and the long-row finish
 (``_finish_long``: one pass over the row per stage) does the selecting: the slow path, shown so
 the fast one is not mistaken for the only one.
@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import copy_bandwidth, emit, need_gpu, parser, time_ms, with_ratios  # noqa: E402
+from common import copy_bandwidth, emit, need_gpu, parser, time_ms, timed, with_ratios  # noqa: E402
 
 from harness.core.registry import implementations  # noqa: E402
 from kernels.topk import triton as tk  # noqa: E402
@@ -59,13 +59,14 @@ def main(argv=None) -> pd.DataFrame:
     for r, n, k, data, logits in _cases():
         seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
         idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
-        timings = {"torch": _bench(lambda: logits.topk(k, dim=1)),
-                   "triton op": _bench(lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k)),
-                   "triton kernels": _bench(_kernels_only(logits, seq_lens, idx, r, n, k))}
-        for name, ms in timings.items():
+        timings = {"torch": timed(lambda: logits.topk(k, dim=1), rep=200),
+                   "triton op": timed(lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k),
+                                      rep=200),
+                   "triton kernels": timed(_kernels_only(logits, seq_lens, idx, r, n, k), rep=200)}
+        for name, (ms, how, host) in timings.items():
             rows.append({"op": "top_k_per_row_decode", "shape": f"{r}x{n} k={k} {data}",
                          "impl": name, "ms": ms, "figure": r * n * 4 / ms / 1e6,
-                         "unit": "GB/s"})
+                         "unit": "GB/s", "timing": how, "host us": host})
     df = with_ratios(pd.DataFrame(rows), {"GB/s": copy}, peers=("torch",))
     emit("bench_topk", df, {"copy GB/s": copy}, args.json)
     return df
