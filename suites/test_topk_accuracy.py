@@ -80,7 +80,7 @@ below through each of its paths (with the default plan only rows of more than 40
 reach the last three)."""
 
 
-@pytest.mark.parametrize("data", ["random", "ties"])
+@pytest.mark.parametrize("data", ["random", "ties", "near-constant"])
 @pytest.mark.implementation("triton")
 @pytest.mark.parametrize("path", SELECT_PATHS)
 @pytest.mark.parametrize("coarse_bits", [6, 8])

@@ -11,7 +11,9 @@ context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) 
   before its own tokens);
 - ``seqs`` prefill sequences; ``next_n`` decode drafts per request; ``pad`` graph-padding rows
   the indices buffer has beyond num_rows (they must stay untouched);
-- ``data``: ``random`` or ``ties`` (top 22 bits shared, as vLLM's 10LSBits generator);
+- ``data``: ``random``, ``ties`` (top 22 bits shared, as vLLM's 10LSBits generator) or
+  ``near-constant`` (one value, and one in a hundred elements one step above it: a radix select
+  meets the same digit in nearly every element);
 - ``clean``: -inf outside each window, else the tails hold values *larger* than any in-window
   logit, so a kernel that reads past a window's end selects them and is caught;
 - ``strided``: logits are a column slice of a wider buffer (stride0 > N).
@@ -41,6 +43,9 @@ def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.
         bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
                                           device=dev)
         buf = bits.view(torch.float32)
+    elif spec.param(case, "data") == "near-constant":
+        above = torch.rand(rows, width, generator=g, device=dev) < 0.01
+        buf = (0x3F900000 | above.int()).view(torch.float32)
     else:
         buf = torch.randn(rows, width, generator=g, device=dev)
     cols = torch.arange(width, device=dev)

@@ -12,7 +12,9 @@ Three or four launches, no host synchronisation between them:
 2. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
    straight into ``indices`` (column order), and compacts the elements in b* (order key and
    offset) into a candidate buffer of ``cap`` slots per row, unless the finish will read the
-   row itself (``_reads_row``: b* overflowed the buffer, or holds most of a long row).
+   row itself (``_reads_row``: b* overflowed the buffer, or holds most of a long row). A row
+   with nothing above b* that the finish reads itself (a tie-heavy row) has nothing to write:
+   its programs find b*'s key range instead (``_range_in_filter``).
 3. The finishing select of a *short* row (at most ``reg_tile`` candidates; ``_finish_short``),
    in the row's last filter program for small calls or in its own launch (``_finish_rows``,
    see ``split_finish``): an exact radix select (4-bit digits, starting below the candidates'
@@ -21,7 +23,9 @@ Three or four launches, no host synchronisation between them:
    in the unused slots.
 4. The finishing select of a *long* row (``_finish_long``, launched when rows have more than
    ``reg_tile`` columns): the same select, spread over ``finish_slices`` programs per row,
-   one pass over the candidates per stage (key range, each digit, write). The stages of a row
+   one pass over the candidates per stage (key range, unless the filter found it; each digit;
+   write). Once the key range is known, an element of the row is a candidate when its key lies
+   in it, which is cheaper than its coarse bin. The stages of a row
    are chained through its progress word; the stage's last program (a ticket counter) picks
    the digit for all. Programs take the row's work items by ticket, so they only wait for
    items that running programs hold: no deadlock whatever the residency, and under the
@@ -37,11 +41,12 @@ clamped so no access leaves the row, and the worst error (code and row) is kept 
 word of ``harness.core.deferred``: no host synchronisation on the hot path; the contract error
 is raised by ``deferred.raise_pending()`` (the harness calls it after every call it judges).
 
-Measured on the H100 (GPU time per kernel with torch.profiler, k=2048; 2026-11-24), against
-torch.topk: random rows 64x131072 0.095 ms (torch 0.215), 64x300000 0.215 ms (0.464),
-2048x8192 0.204 ms (0.434), 1x131072 0.030 ms; tie-heavy rows 1x131072 0.056 ms (torch 0.099),
-64x131072 0.280 ms (0.212), 64x300000 0.624 ms (0.468): one pass over the tie rows costs about
-what the coarse histogram pass does (40 us at 64x131072), and a 10-bit tie row takes five.
+Measured on the H100 (2026-11-24, k=2048, CUDA-graph replays with L2 flushed, as
+benchmarks/bench_topk.py times them), against torch.topk: random rows 64x131072 0.106 ms
+(torch 0.189), 64x300000 0.219 ms (0.436), 2048x8192 0.207 ms (0.406), 1x131072 0.047 ms
+(0.077); tie-heavy rows 1x131072 0.057 ms (0.084), 64x131072 0.237 ms (0.201), 64x300000
+0.506 ms (0.440). A pass of the long-row finish over 64x131072 tie rows costs about 43 us (the
+coarse histogram pass 33 us), and a 10-bit tie row takes four: three digits and the write.
 """
 
 from __future__ import annotations
@@ -144,6 +149,22 @@ def _reads_row(in_bin, length, cap, REG_TILE: tl.constexpr):
 
 
 @triton.jit
+def _range_in_filter(from_row, info_ptr):
+    """Whether the filter finds the threshold bin's key range (``_coarse_filter``): when the
+    finish reads the row itself (``_reads_row``) and no element lies above the bin."""
+    return from_row & (tl.load(info_ptr + 1, cache_modifier=".cg") == 0)
+
+
+@triton.jit
+def _fold_key_range(fin, lo_key, hi_key):
+    """Folds a program's lowest and highest candidate key into the row's finish words (the
+    lowest kept inverted, so that both are maxima)."""
+    keys = fin.to(tl.pointer_type(tl.uint32))
+    tl.atomic_max(keys + 1, tl.min(lo_key, 0) ^ 0xFFFFFFFF, sem="relaxed", scope="gpu")
+    tl.atomic_max(keys + 2, tl.max(hi_key, 0), sem="relaxed", scope="gpu")
+
+
+@triton.jit
 def _finish_source(in_bin, length, top_k, cap, REG_TILE: tl.constexpr):
     """Where a row's finish reads its candidates (``_reads_row``), how many it reads, and
     whether the row is long (a select among more than REG_TILE of them: ``_finish_long``)."""
@@ -227,12 +248,15 @@ def _scan_row(row_hist, row_total, info_ptr, offs_ptr, length, top_k, n_chunks,
 @triton.jit
 def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, stride0,
                    stride1, idx_stride0, idx_stride1, next_n, n_cols, top_k, n_rows, n_chunks,
-                   chunk, info_at, offs_at, cand_at, cap, DECODE: tl.constexpr,
+                   chunk, info_at, offs_at, cand_at, cap, fin_at, fin_words, DECODE: tl.constexpr,
                    TILE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
                    RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr,
                    SPLIT_FINISH: tl.constexpr):
     """Phase 3, one program per (row, chunk); unless SPLIT_FINISH (the plan's
-    ``split_finish``), the row's last program then finishes a short row (``_finish_short``)."""
+    ``split_finish``), the row's last program then finishes a short row (``_finish_short``).
+    A row with nothing above its threshold bin and nothing to compact (``_range_in_filter``: a
+    tie-heavy row) has nothing to write here: its programs find the bin's key range instead,
+    which spares its long-row finish a pass."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
@@ -248,6 +272,20 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
             cols = c0 + tl.arange(0, TILE)
             rel = cols - start
             tl.store(out_ptr + rel * idx_stride1, rel.to(tl.int32), mask=cols < hi)
+    elif _range_in_filter(_reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE),
+                          info_ptr):
+        b_star = tl.load(info_ptr)
+        lo_key = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
+        hi_key = tl.zeros((TILE,), dtype=tl.uint32)
+        for c0 in range(lo, hi, TILE):
+            cols = c0 + tl.arange(0, TILE)
+            m = cols < hi
+            v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
+            in_bin = m & (_coarse_bin(v, BITS) == b_star)
+            key = _order_key(v)
+            lo_key = tl.minimum(lo_key, tl.where(in_bin, key, 0xFFFFFFFF))
+            hi_key = tl.maximum(hi_key, tl.where(in_bin, key, 0))
+        _fold_key_range(sync_ptr + fin_at + r * fin_words, lo_key, hi_key)
     else:
         b_star = tl.load(info_ptr)
         keep = _reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE) == 0
@@ -376,18 +414,18 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
     NB: tl.constexpr = 1 << RADIX
     slice_hists = counts_ptr + slices * 2
     b_star = tl.load(info_ptr, cache_modifier=".cg")
+    keys = fin.to(tl.pointer_type(tl.uint32))
     arrivals = fin + 4 + stage
     if stage == 0:
-        lo_key = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
-        hi_key = tl.zeros((TILE,), dtype=tl.uint32)
-        for t0 in range(lo, hi, TILE):
-            key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
-                                      from_row, TILE, BITS)
-            lo_key = tl.minimum(lo_key, tl.where(m, key, 0xFFFFFFFF))
-            hi_key = tl.maximum(hi_key, tl.where(m, key, 0))
-        keys = fin.to(tl.pointer_type(tl.uint32))
-        tl.atomic_max(keys + 1, tl.min(lo_key, 0) ^ 0xFFFFFFFF, sem="relaxed", scope="gpu")
-        tl.atomic_max(keys + 2, tl.max(hi_key, 0), sem="relaxed", scope="gpu")
+        if not _range_in_filter(from_row, info_ptr):
+            lo_key = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
+            hi_key = tl.zeros((TILE,), dtype=tl.uint32)
+            for t0 in range(lo, hi, TILE):
+                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
+                                          0, 0, from_row, TILE, BITS)
+                lo_key = tl.minimum(lo_key, tl.where(m, key, 0xFFFFFFFF))
+                hi_key = tl.maximum(hi_key, tl.where(m, key, 0))
+            _fold_key_range(fin, lo_key, hi_key)
         if _arrives_last(arrivals, slices):
             shift, prefix = _start_digit(tl.load(keys + 1, cache_modifier=".cg") ^ 0xFFFFFFFF,
                                          tl.load(keys + 2, cache_modifier=".cg"), RADIX)
@@ -397,6 +435,8 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
             searching = (tl.load(info_ptr + 2, cache_modifier=".cg") != k_rem) & (shift > 0)
             _release(fin, tl.where(searching, 1, LEVELS + 1))
     else:
+        lo_key = tl.load(keys + 1, cache_modifier=".cg") ^ 0xFFFFFFFF
+        hi_key = tl.load(keys + 2, cache_modifier=".cg")
         shift = tl.load(state_ptr, cache_modifier=".cg")
         prefix = tl.load(state_ptr + 1, cache_modifier=".cg").to(tl.uint32, bitcast=True)
         k_rem = tl.load(state_ptr + 2, cache_modifier=".cg")
@@ -405,7 +445,7 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
             hist = tl.zeros((NB,), dtype=tl.int32)
             for t0 in range(lo, hi, TILE):
                 key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
-                                          from_row, TILE, BITS)
+                                          lo_key, hi_key, from_row, TILE, 0)
                 hist += _digit_hist(key, m, shift, prefix, RADIX)
             bins = tl.arange(0, NB)
             tl.store(slice_hists + ((stage - 1) * slices + g) * NB + bins, hist)
@@ -421,7 +461,7 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
             equal = tl.zeros((), dtype=tl.int32)
             for t0 in range(lo, hi, TILE):
                 key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
-                                          from_row, TILE, BITS)
+                                          lo_key, hi_key, from_row, TILE, 0)
                 top = _key_top(key, shift)
                 above += tl.sum((m & (top > prefix)).to(tl.int32), 0)
                 equal += tl.sum((m & (top == prefix)).to(tl.int32), 0)
@@ -431,8 +471,8 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
                 _release(fin, LEVELS + 2)
         else:
             _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr,
-                         out_ptr, idx_stride1, state_ptr, counts_ptr, shift, prefix, k_rem, b_star,
-                         count, top_k, from_row, TILE, RADIX, SLOT_BLOCK, BITS, MAX_SLICES)
+                         out_ptr, idx_stride1, state_ptr, counts_ptr, shift, prefix, k_rem, lo_key,
+                         hi_key, count, top_k, from_row, TILE, RADIX, SLOT_BLOCK, MAX_SLICES)
 
 
 @triton.jit
@@ -444,9 +484,9 @@ def _set_state(state_ptr, shift, prefix, k_rem):
 
 @triton.jit
 def _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_ptr, out_ptr,
-                 idx_stride1, state_ptr, counts_ptr, shift, prefix, k_rem, b_star, count, top_k,
-                 from_row, TILE: tl.constexpr, RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr,
-                 BITS: tl.constexpr, MAX_SLICES: tl.constexpr):
+                 idx_stride1, state_ptr, counts_ptr, shift, prefix, k_rem, lo_key, hi_key, count,
+                 top_k, from_row, TILE: tl.constexpr, RADIX: tl.constexpr,
+                 SLOT_BLOCK: tl.constexpr, MAX_SLICES: tl.constexpr):
     """The write stage of slice g: its taken candidates, after those of the slices before it."""
     NB: tl.constexpr = 1 << RADIX
     before = tl.arange(0, MAX_SLICES)
@@ -469,8 +509,8 @@ def _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_p
     taken = tl.load(info_ptr + 1, cache_modifier=".cg") + tl.sum(taken, 0)
     eq_seen = tl.sum(e, 0)
     for t0 in range(lo, hi, TILE):
-        key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star, from_row,
-                                  TILE, BITS)
+        key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, 0, lo_key, hi_key,
+                                  from_row, TILE, 0)
         taken, eq_seen = _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr,
                                       idx_stride1)
     if g == 0:
@@ -478,16 +518,22 @@ def _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_p
 
 
 @triton.jit
-def _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, base, n, b_star, from_row,
+def _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, base, n, b_star, lo_key, hi_key, from_row,
                 TILE: tl.constexpr, BITS: tl.constexpr):
     """Order keys, local offsets and validity of candidates [base, base + TILE) below n: the
-    compacted buffer, or (from_row) the row's elements in the threshold bin."""
+    compacted buffer, or (from_row) the row's elements in the threshold bin b*: by their coarse
+    bin (BITS > 0) or, once the bin's key range is known (BITS = 0), by their key in [lo_key,
+    hi_key], the same elements at a lower cost (the coarse bin is a monotone function of the
+    key, so no element outside the bin lies between two inside it)."""
     i = base + tl.arange(0, TILE)
     m = i < n
     if from_row:
         v = tl.load(row_ptr + i.to(tl.int64) * stride1, mask=m, other=0.0)
         key = _order_key(v)
-        m = m & (_coarse_bin(v, BITS) == b_star)
+        if BITS > 0:
+            m = m & (_coarse_bin(v, BITS) == b_star)
+        else:
+            m = m & (key >= lo_key) & (key <= hi_key)
         col = i.to(tl.int32)
     else:
         key = tl.load(ckey_ptr + i, mask=m, other=0, cache_modifier=".cg")
@@ -553,8 +599,8 @@ def _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_r
                          k_rem, taken, out_ptr, idx_stride1, TILE: tl.constexpr,
                          RADIX: tl.constexpr, BITS: tl.constexpr):
     """The finishing select for at most TILE candidates, read once and kept in registers."""
-    key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, 0, n, b_star, from_row, TILE,
-                              BITS)
+    key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, 0, n, b_star, 0, 0, from_row,
+                              TILE, BITS)
     shift, prefix = _start_digit(tl.min(tl.where(m, key, 0xFFFFFFFF), 0),
                                  tl.max(tl.where(m, key, 0), 0), RADIX)
     searching = (in_bin != k_rem) & (shift > 0)
@@ -677,7 +723,7 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
                        TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
                        num_warps=plan.hist_warps)
     _coarse_filter[grid](*rows, sync, indices, *strides, n_chunks, chunk, info_at, offs_at,
-                         cand_at, cap, TILE=plan.filter_tile, SMALL_TILE=plan.small_tile,
+                         cand_at, cap, fin_at, fin_words, TILE=plan.filter_tile, SMALL_TILE=plan.small_tile,
                          SPLIT_FINISH=split, **select, num_warps=plan.filter_warps)
     if split:
         _finish_rows[(num_rows,)](*rows, indices, *strides, info_at, cand_at, cap,
