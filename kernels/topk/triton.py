@@ -25,8 +25,8 @@ Three or four launches, no host synchronisation between them:
    ``reg_tile`` columns): the same select, spread over ``finish_slices`` programs per row,
    one pass over the candidates per stage (key range, unless the filter found it; each digit;
    write). Once the key range is known, an element of the row is a candidate when its key lies
-   in it, which is cheaper than its coarse bin. The stages of a row
-   are chained through its progress word; the stage's last program (a ticket counter) picks
+   in it, which is cheaper to test than its coarse bin. The stages of a row are chained through
+   its progress word; the stage's last program (a ticket counter) picks
    the digit for all. Programs take the row's work items by ticket, so they only wait for
    items that running programs hold: no deadlock whatever the residency, and under the
    interpreter the row's first program does them all. Tie-heavy rows (vLLM's "10LSBits" data:
@@ -156,12 +156,20 @@ def _range_in_filter(from_row, info_ptr):
 
 
 @triton.jit
-def _fold_key_range(fin, lo_key, hi_key):
-    """Folds a program's lowest and highest candidate key into the row's finish words (the
+def _fold_key_range(fin, lows, highs):
+    """Folds a program's lowest and highest candidate keys into the row's finish words (the
     lowest kept inverted, so that both are maxima)."""
     keys = fin.to(tl.pointer_type(tl.uint32))
-    tl.atomic_max(keys + 1, tl.min(lo_key, 0) ^ 0xFFFFFFFF, sem="relaxed", scope="gpu")
-    tl.atomic_max(keys + 2, tl.max(hi_key, 0), sem="relaxed", scope="gpu")
+    tl.atomic_max(keys + 1, tl.min(lows, 0) ^ 0xFFFFFFFF, sem="relaxed", scope="gpu")
+    tl.atomic_max(keys + 2, tl.max(highs, 0), sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _key_range(fin):
+    """The row's lowest and highest candidate key, once every program has folded its own."""
+    keys = fin.to(tl.pointer_type(tl.uint32))
+    return (tl.load(keys + 1, cache_modifier=".cg") ^ 0xFFFFFFFF,
+            tl.load(keys + 2, cache_modifier=".cg"))
 
 
 @triton.jit
@@ -275,17 +283,17 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
     elif _range_in_filter(_reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE),
                           info_ptr):
         b_star = tl.load(info_ptr)
-        lo_key = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
-        hi_key = tl.zeros((TILE,), dtype=tl.uint32)
+        lows = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
+        highs = tl.zeros((TILE,), dtype=tl.uint32)
         for c0 in range(lo, hi, TILE):
             cols = c0 + tl.arange(0, TILE)
             m = cols < hi
             v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
             in_bin = m & (_coarse_bin(v, BITS) == b_star)
             key = _order_key(v)
-            lo_key = tl.minimum(lo_key, tl.where(in_bin, key, 0xFFFFFFFF))
-            hi_key = tl.maximum(hi_key, tl.where(in_bin, key, 0))
-        _fold_key_range(sync_ptr + fin_at + r * fin_words, lo_key, hi_key)
+            lows = tl.minimum(lows, tl.where(in_bin, key, 0xFFFFFFFF))
+            highs = tl.maximum(highs, tl.where(in_bin, key, 0))
+        _fold_key_range(sync_ptr + fin_at + r * fin_words, lows, highs)
     else:
         b_star = tl.load(info_ptr)
         keep = _reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE) == 0
@@ -414,29 +422,27 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
     NB: tl.constexpr = 1 << RADIX
     slice_hists = counts_ptr + slices * 2
     b_star = tl.load(info_ptr, cache_modifier=".cg")
-    keys = fin.to(tl.pointer_type(tl.uint32))
     arrivals = fin + 4 + stage
     if stage == 0:
         if not _range_in_filter(from_row, info_ptr):
-            lo_key = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
-            hi_key = tl.zeros((TILE,), dtype=tl.uint32)
+            lows = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
+            highs = tl.zeros((TILE,), dtype=tl.uint32)
             for t0 in range(lo, hi, TILE):
                 key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
                                           0, 0, from_row, TILE, BITS)
-                lo_key = tl.minimum(lo_key, tl.where(m, key, 0xFFFFFFFF))
-                hi_key = tl.maximum(hi_key, tl.where(m, key, 0))
-            _fold_key_range(fin, lo_key, hi_key)
+                lows = tl.minimum(lows, tl.where(m, key, 0xFFFFFFFF))
+                highs = tl.maximum(highs, tl.where(m, key, 0))
+            _fold_key_range(fin, lows, highs)
         if _arrives_last(arrivals, slices):
-            shift, prefix = _start_digit(tl.load(keys + 1, cache_modifier=".cg") ^ 0xFFFFFFFF,
-                                         tl.load(keys + 2, cache_modifier=".cg"), RADIX)
+            lo_key, hi_key = _key_range(fin)
+            shift, prefix = _start_digit(lo_key, hi_key, RADIX)
             k_rem = count.to(tl.int32) - tl.load(info_ptr + 1, cache_modifier=".cg")
             _set_state(state_ptr, shift, prefix, k_rem)
             tl.store(state_ptr + 3, shift)
             searching = (tl.load(info_ptr + 2, cache_modifier=".cg") != k_rem) & (shift > 0)
             _release(fin, tl.where(searching, 1, LEVELS + 1))
     else:
-        lo_key = tl.load(keys + 1, cache_modifier=".cg") ^ 0xFFFFFFFF
-        hi_key = tl.load(keys + 2, cache_modifier=".cg")
+        lo_key, hi_key = _key_range(fin)
         shift = tl.load(state_ptr, cache_modifier=".cg")
         prefix = tl.load(state_ptr + 1, cache_modifier=".cg").to(tl.uint32, bitcast=True)
         k_rem = tl.load(state_ptr + 2, cache_modifier=".cg")
