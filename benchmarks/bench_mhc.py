@@ -77,7 +77,8 @@ def main(argv=None) -> pd.DataFrame:
                     rows.append({"op": op, "shape": f"T={t}", "impl": name, "note": "OOM"})
                     continue
                 rows.append({"op": op, "shape": f"T={t}", "impl": name, "ms": ms,
-                             "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host})
+                             "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how,
+                             "host us": host})
             inputs = args_ = call = None
             torch.cuda.empty_cache()
     df = with_ratios(pd.DataFrame(rows), {"GB/s": copy})

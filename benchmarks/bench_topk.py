@@ -9,8 +9,8 @@ valid to its last column, so both select k of the same N values. Two Triton rows
 is the registered op (argument checks, a claimed error word, two or three launches; no host
 synchronisation: the window check is read later, see ``harness.core.deferred``); ``triton
 kernels`` is the launches alone. Both are timed as CUDA-graph replays (``common.timed``); the
-host time of an eager call is in ``host us``. ``ties`` data shares the top 22 bits of every value (vLLM's 10LSBits
-generator), so the whole row lands in one coarse bin and the long-row finish
+host time of an eager call is in ``host us``. ``ties`` data shares the top 22 bits of every
+value (vLLM's 10LSBits generator), so the whole row lands in one coarse bin and the long-row finish
 (``_finish_long``: one pass over the row per stage) does the selecting: the slow path, shown so
 the fast one is not mistaken for the only one.
 """
@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import copy_bandwidth, emit, need_gpu, parser, time_ms, timed, with_ratios  # noqa: E402
+from common import Timing, copy_bandwidth, emit, need_gpu, parser, timed, with_ratios  # noqa: E402
 
 from harness.core.registry import implementations  # noqa: E402
 from kernels.topk import triton as tk  # noqa: E402
@@ -42,8 +42,8 @@ def _logits(rows: int, n: int, data: str) -> torch.Tensor:
     return torch.randn(rows, n, device="cuda")
 
 
-def _bench(fn) -> float:
-    return time_ms(fn, rep=200)
+def _bench(fn) -> Timing:
+    return timed(fn, rep=200)
 
 
 def _kernels_only(logits, seq_lens, idx, r, n, k, plan=tk.DEFAULT_PLAN):
@@ -59,10 +59,9 @@ def main(argv=None) -> pd.DataFrame:
     for r, n, k, data, logits in _cases():
         seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
         idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
-        timings = {"torch": timed(lambda: logits.topk(k, dim=1), rep=200),
-                   "triton op": timed(lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k),
-                                      rep=200),
-                   "triton kernels": timed(_kernels_only(logits, seq_lens, idx, r, n, k), rep=200)}
+        timings = {"torch": _bench(lambda: logits.topk(k, dim=1)),
+                   "triton op": _bench(lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k)),
+                   "triton kernels": _bench(_kernels_only(logits, seq_lens, idx, r, n, k))}
         for name, (ms, how, host) in timings.items():
             rows.append({"op": "top_k_per_row_decode", "shape": f"{r}x{n} k={k} {data}",
                          "impl": name, "ms": ms, "figure": r * n * 4 / ms / 1e6,
@@ -91,13 +90,13 @@ def tune(grid: dict = TUNE_GRID) -> pd.DataFrame:
     for r, n, k, data, logits in _cases():
         cases.append((r, n, k, data, logits, torch.full((r,), n, dtype=torch.int32, device="cuda"),
                       torch.empty(r, k, dtype=torch.int32, device="cuda"),
-                      _bench(lambda: logits.topk(k, dim=1))))
+                      _bench(lambda: logits.topk(k, dim=1)).ms))
     rows = []
     for values in itertools.product(*grid.values()):
         config = dict(zip(grid, values))
         plan = dataclasses.replace(tk.DEFAULT_PLAN, **config)
         for r, n, k, data, logits, seq_lens, idx, t_torch in cases:
-            ms = _bench(_kernels_only(logits, seq_lens, idx, r, n, k, plan))
+            ms = _bench(_kernels_only(logits, seq_lens, idx, r, n, k, plan)).ms
             rows.append({**config, "shape": f"{r}x{n} {data}", "speedup": t_torch / ms})
     df = pd.DataFrame(rows).pivot_table(index=list(grid), columns="shape", values="speedup")
     df["min"] = df.min(axis=1)

@@ -61,18 +61,7 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     from harness.core import deferred
     from harness.detectors.cuda_graph import capture
 
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    once = time.perf_counter() - start
-    calls = max(2, min(20, int(0.05 / max(once, 1e-6))))
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host_us = (time.perf_counter() - start) / calls * 1e6
-    torch.cuda.synchronize()
+    host_us = _host_us(fn)
     graph = torch.cuda.CUDAGraph()
     try:
         capture(graph, fn)
@@ -85,6 +74,22 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     _replays_ms(graph, flush, max(1, int(warmup / max(estimate, 1e-3))))
     reps = min(1000, max(5, int(rep / max(estimate, 1e-3))))
     return Timing(statistics.median(_replays_ms(graph, flush, reps)), "graph", host_us)
+
+
+def _host_us(fn: Callable[[], object]) -> float:
+    """Host time per eager call, after one call that compiles (about 50 ms of calls, 2 to 20)."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    calls = max(2, min(20, int(0.05 / max(time.perf_counter() - start, 1e-6))))
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    return host_us
 
 
 def _replays_ms(graph: torch.cuda.CUDAGraph, flush: torch.Tensor, n: int) -> list[float]:

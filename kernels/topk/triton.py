@@ -275,14 +275,14 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
     info_ptr = ws_ptr + info_at + r * 4
     ckey_ptr = ws_ptr + cand_at + r * cap
     ccol_ptr = ckey_ptr + n_rows * cap
+    b_star = tl.load(info_ptr)
+    from_row = _reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE)
     if end - start <= top_k:
         for c0 in range(lo, hi, TILE):
             cols = c0 + tl.arange(0, TILE)
             rel = cols - start
             tl.store(out_ptr + rel * idx_stride1, rel.to(tl.int32), mask=cols < hi)
-    elif _range_in_filter(_reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE),
-                          info_ptr):
-        b_star = tl.load(info_ptr)
+    elif _range_in_filter(from_row, info_ptr):
         lows = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
         highs = tl.zeros((TILE,), dtype=tl.uint32)
         for c0 in range(lo, hi, TILE):
@@ -295,8 +295,7 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
             highs = tl.maximum(highs, tl.where(in_bin, key, 0))
         _fold_key_range(sync_ptr + fin_at + r * fin_words, lows, highs)
     else:
-        b_star = tl.load(info_ptr)
-        keep = _reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE) == 0
+        keep = from_row == 0
         run_above = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2)
         run_in = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2 + 1)
         for c0 in range(lo, hi, TILE):
