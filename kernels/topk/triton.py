@@ -16,8 +16,8 @@ Three or four launches, no host synchronisation between them:
    with nothing above b* that the finish reads itself (a tie-heavy row) has nothing to write:
    its programs find b*'s key range instead (``_range_in_filter``).
 3. The finishing select of a *short* row (at most ``reg_tile`` candidates; ``_finish_short``),
-   in the row's last filter program for small calls or in its own launch (``_finish_rows``,
-   see ``split_finish``): an exact radix select (4-bit digits, starting below the candidates'
+   in its own launch (``_finish_rows``), or in the row's last filter program when the plan's
+   ``split_finish`` is False: an exact radix select (4-bit digits, starting below the candidates'
    common key prefix, stopping as soon as every element sharing the prefix is needed) for the
    remaining ``k - above`` slots, on candidates read once and kept in registers, then ``-1``
    in the unused slots.
@@ -43,7 +43,7 @@ is raised by ``deferred.raise_pending()`` (the harness calls it after every call
 
 Measured on the H100 (2026-11-24, k=2048, CUDA-graph replays with L2 flushed, as
 benchmarks/bench_topk.py times them), against torch.topk: random rows 64x131072 0.106 ms
-(torch 0.189), 64x300000 0.219 ms (0.436), 2048x8192 0.207 ms (0.406), 1x131072 0.047 ms
+(torch 0.189), 64x300000 0.219 ms (0.436), 2048x8192 0.207 ms (0.406), 1x131072 0.030 ms
 (0.077); tie-heavy rows 1x131072 0.057 ms (0.084), 64x131072 0.237 ms (0.201), 64x300000
 0.506 ms (0.440). A pass of the long-row finish over 64x131072 tie rows costs about 43 us (the
 coarse histogram pass 33 us), and a 10-bit tie row takes four: three digits and the write.
@@ -67,8 +67,12 @@ from kernels.triton_utils import error_word
 class LaunchPlan:
     """The launch constants of one call. The output depends only on the row, whatever the plan
     (the kernels' claim; the config-invariance detector checks it over PLANS): ``coarse_bits``
-    and ``split_finish`` None pick by shape (``coarse_bits()``, ``split_finish()``); long rows
-    get ``finish_slices()`` programs each, from ``finish_programs`` and ``slice_min``."""
+    None picks by shape (``coarse_bits()``); long rows get ``finish_slices()`` programs each,
+    from ``finish_programs`` and ``slice_min``. ``split_finish`` False finishes short rows in
+    the filter launch instead of their own: one launch fewer, for eager callers bound by the
+    host's cost per launch, but slower on the GPU (on the H100, 2026-11-24, CUDA-graph
+    replays: 1x131072 random rows 46-48 us against 30-32 us split; a lean filter kernel is not
+    held back by the finishing select's registers, and the finish gets its own warps)."""
     coarse_bits: int | None = None
     hist_tile: int = 2048
     hist_warps: int = 8
@@ -78,8 +82,7 @@ class LaunchPlan:
     small_tile: int = 1024
     reg_tile: int = 4096
     radix: int = 4
-    split_finish: bool | None = None
-    split_min_elements: int = 1 << 20
+    split_finish: bool = True
     finish_warps: int = 8
     slot_block: int = 1024
     scan_splits: int = 64
@@ -94,9 +97,9 @@ class LaunchPlan:
 DEFAULT_PLAN = LaunchPlan()
 PLANS = (
     DEFAULT_PLAN,
-    LaunchPlan(coarse_bits=8, split_finish=True, small_tile=16),
+    LaunchPlan(coarse_bits=8, small_tile=16),
     LaunchPlan(coarse_bits=6, split_finish=False, small_tile=16, reg_tile=32, finish_tile=64),
-    LaunchPlan(split_finish=True, candidate_budget=1, finish_tile=256, reg_tile=512,
+    LaunchPlan(candidate_budget=1, finish_tile=256, reg_tile=512,
                slice_min=512),
 )
 """Plans that route small calls through every finishing path (registers with a small or a full
@@ -662,16 +665,6 @@ def coarse_bits(top_k: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int
     return 7 if top_k * 16 > n_cols else 6
 
 
-def split_finish(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> bool:
-    """Finish in a third launch (lean filter kernel: the finishing select's registers no longer
-    limit the filter's occupancy; 64x131072 went from 69 to 42 + 15 us on the H100) unless the
-    call is so small that the host cost of one more launch dominates (1x131072: 26 us of GPU
-    time against about 20 us per Triton launch)."""
-    if plan.split_finish is not None:
-        return bool(plan.split_finish)
-    return num_rows * n_cols >= plan.split_min_elements
-
-
 def chunk_size(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int:
     """Columns per program: enough programs to fill the GPU, at most ``max_chunk`` each."""
     want = triton.cdiv(num_rows * max(n_cols, 1), plan.target_programs)
@@ -702,7 +695,7 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     n_chunks = max(1, triton.cdiv(n_cols, chunk))
     cap = max(1, min(n_cols, plan.candidate_budget // num_rows))
     bits = coarse_bits(int(top_k), n_cols, plan)
-    split = split_finish(num_rows, n_cols, plan)
+    split = plan.split_finish
     nbins = 1 << bits
     levels = 32 // plan.radix
     slices = finish_slices(num_rows, n_cols, plan)
