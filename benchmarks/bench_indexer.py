@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from common import (PEERS, copy_bandwidth, emit, mma_roofline, need_gpu, parser,  # noqa: E402
-                    runnable, time_ms, timed, with_ratios)
+                    runnable, time_ms, timed, with_ratios, with_same_size_copy)
 
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
@@ -129,7 +129,7 @@ def main(argv=None) -> pd.DataFrame:
         rows += _time_all(op, label, inputs, work, unit)
         del inputs
         torch.cuda.empty_cache()
-    df = with_ratios(pd.DataFrame(rows), {"TFLOP/s": limits["fp8 TFLOP/s"],
+    df = with_ratios(with_same_size_copy(pd.DataFrame(rows)), {"TFLOP/s": limits["fp8 TFLOP/s"],
                                           "GB/s": limits["copy GB/s"]})
     emit("bench_indexer", df, limits, args.json)
     return df

@@ -19,7 +19,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import PEERS, copy_bandwidth, emit, need_gpu, parser, runnable, timed, with_ratios  # noqa: E402
+from common import (PEERS, copy_bandwidth, emit, need_gpu, parser, runnable, timed,  # noqa: E402
+                    with_ratios, with_same_size_copy)
 
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
@@ -81,7 +82,7 @@ def main(argv=None) -> pd.DataFrame:
                              "host us": host})
             inputs = args_ = call = None
             torch.cuda.empty_cache()
-    df = with_ratios(pd.DataFrame(rows), {"GB/s": copy})
+    df = with_ratios(with_same_size_copy(pd.DataFrame(rows)), {"GB/s": copy})
     emit("bench_mhc", df, {"copy GB/s": copy}, args.json)
     return df
 

@@ -27,7 +27,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import Timing, copy_bandwidth, emit, need_gpu, parser, timed, with_ratios  # noqa: E402
+from common import (Timing, copy_bandwidth, emit, need_gpu, parser, timed, with_ratios,  # noqa: E402
+                    with_same_size_copy)
 
 from harness.core.registry import implementations  # noqa: E402
 from kernels.topk import triton as tk  # noqa: E402
@@ -66,7 +67,7 @@ def main(argv=None) -> pd.DataFrame:
             rows.append({"op": "top_k_per_row_decode", "shape": f"{r}x{n} k={k} {data}",
                          "impl": name, "ms": ms, "figure": r * n * 4 / ms / 1e6,
                          "unit": "GB/s", "timing": how, "host us": host})
-    df = with_ratios(pd.DataFrame(rows), {"GB/s": copy}, peers=("torch",))
+    df = with_ratios(with_same_size_copy(pd.DataFrame(rows)), {"GB/s": copy}, peers=("torch",))
     emit("bench_topk", df, {"copy GB/s": copy}, args.json)
     return df
 

@@ -4,7 +4,8 @@ report, one flat record per row, so runs can be concatenated and plotted over ti
 
 Every row carries its ``figure`` in its ``unit`` (GB/s or TFLOP/s), the ``limit`` of that unit
 measured here, ``% of limit``, and one ``x vs PEER`` column per peer (peer time / this time:
-above 1 is faster than the peer).
+above 1 is faster than the peer); GB/s rows also carry ``% of same-size copy``, the limit at
+the call's own size.
 """
 
 from __future__ import annotations
@@ -125,6 +126,30 @@ def copy_bandwidth(gib: float = 1.0) -> float:
     dst = torch.empty_like(src)
     ms = eager_ms(lambda: dst.copy_(src), warmup=5, rep=50)
     return 2 * n / ms / 1e6
+
+
+def with_same_size_copy(df: pd.DataFrame) -> pd.DataFrame:
+    """Adds ``% of same-size copy`` to every GB/s row: the time of a device copy moving the
+    row's bytes (half read, half written), timed as the row is (``timed``), over the row's time.
+    The 1 GiB copy is what long streams reach; a short call also pays the launch and the ramp up
+    and down, which no kernel avoids (on the H100, 2026-11-24: an empty kernel replays in 4.6 us,
+    and a 72 MB copy reached 81% of the 1 GiB figure). This column tells that floor apart from a
+    kernel's own shortfall."""
+    df = df.copy()
+    copies: dict[int, float] = {}
+
+    def copy_ms(nbytes: int) -> float:
+        if nbytes not in copies:
+            src = torch.empty(max(1, nbytes // 2), dtype=torch.uint8, device="cuda")
+            dst = torch.empty_like(src)
+            copies[nbytes] = time_ms(lambda: dst.copy_(src))
+        return copies[nbytes]
+
+    moved = (df["figure"] * df["ms"] * 1e6).round().astype("int64")
+    df["% of same-size copy"] = [
+        round(100 * copy_ms(int(n)) / ms, 1) if unit == "GB/s" else None
+        for n, ms, unit in zip(moved, df["ms"], df["unit"])]
+    return df
 
 
 def mma_roofline(n: int = 8192) -> dict[str, float]:
