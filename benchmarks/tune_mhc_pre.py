@@ -2,8 +2,10 @@
 launch plans (``kernels.mhc.triton.LaunchPlan``).
 
 The shipped config must be one constant for all T (batch invariance), so this times each
-candidate at T=8192 and T=65536 and the choice goes into ``DEFAULT_PLAN`` by hand. On the H100
-(2026-11-24) both kernels of the shipped plan sit near the copy bandwidth at T=65536 (GEMM
+candidate at T=8192 and T=65536 and the choice goes into ``DEFAULT_PLAN`` by hand. Each kernel is
+timed as the benchmarks time a call (``common.timed``: a CUDA-graph replay with L2 flushed), so
+small T measures the GPU rather than the host's launch. On the H100 (2026-11-24, then timed
+eagerly) both kernels of the shipped plan sit near the copy bandwidth at T=65536 (GEMM
 2581 GB/s, epilogue 2884 GB/s); no plan was more than 9% faster at T=8192 (split_k_size=1024:
 GEMM 0.210 ms against 0.230), so the default stayed.
 """
@@ -12,19 +14,23 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import pathlib
+import sys
 
 import pandas as pd
 import torch
-import triton
-import triton.testing
 
-from kernels.mhc import triton as k
-from harness.core.cases import Case
-from harness.core.specs import get_spec
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from common import need_gpu, time_ms  # noqa: E402
+
+from harness.core.cases import Case  # noqa: E402
+from harness.core.specs import get_spec  # noqa: E402
+from kernels.mhc import triton as k  # noqa: E402
 
 
 def gemm_time(x, fn, plan: k.LaunchPlan) -> float:
-    return triton.testing.do_bench(lambda: k._rms_gemm(x, fn, None, plan), warmup=5, rep=30)
+    return time_ms(lambda: k._rms_gemm(x, fn, None, plan), warmup=5, rep=30)
 
 
 def epilogue_rows(spec, t, h=7168, m=4):
@@ -37,7 +43,7 @@ def epilogue_rows(spec, t, h=7168, m=4):
     rows = []
     for bh, w in itertools.product((512, 1024), (2, 4)):
         plan = dataclasses.replace(k.DEFAULT_PLAN, block_h=bh, epilogue_warps=w)
-        ms = triton.testing.do_bench(lambda plan=plan: k._gates(
+        ms = time_ms(lambda plan=plan: k._gates(
             mix, sq, splits, n_pad, res, inp["hc_scale"], inp["hc_base"], out, post, comb,
             (1e-6, 1e-6, 1e-6), 2.0, 20, head=False, plan=plan), warmup=5, rep=30)
         rows.append({"T": t, "n_mix": "epilogue", "plan": plan, "ms": ms,
@@ -53,6 +59,7 @@ def _short(plan: k.LaunchPlan) -> str:
 
 
 def main():
+    need_gpu("tune_mhc_pre")
     rows = []
     spec = get_spec("mhc_pre")
     for t in (8192, 65536):
