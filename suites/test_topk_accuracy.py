@@ -83,9 +83,9 @@ reach the last three)."""
 @pytest.mark.parametrize("data", ["random", "ties", "near-constant"])
 @pytest.mark.implementation("triton")
 @pytest.mark.parametrize("path", SELECT_PATHS)
-@pytest.mark.parametrize("coarse_bits", [6, 8])
+@pytest.mark.parametrize("coarse_bits, radix", [(6, 5), (8, 4)])
 @pytest.mark.parametrize("finish", ["in the filter launch", "own launch"])
-def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish):
+def test_triton_finishing_paths_match_reference(path, data, coarse_bits, radix, finish):
     import torch
 
     from harness.core.registry import records
@@ -96,7 +96,7 @@ def test_triton_finishing_paths_match_reference(path, data, coarse_bits, finish)
     impl = records(OPS[0]).get("triton")
     if impl is None or not impl.available:
         pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
-    plan = LaunchPlan(**SELECT_PATHS[path], coarse_bits=coarse_bits,
+    plan = LaunchPlan(**SELECT_PATHS[path], coarse_bits=coarse_bits, radix=radix,
                       split_finish=finish == "own launch")
     case = Case(OPS[0], tokens=6, device="cuda" if torch.cuda.is_available() else "cpu", top_k=64,
                 context=3000, seqs=2, data=data)

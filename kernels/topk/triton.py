@@ -17,7 +17,7 @@ Three or four launches, no host synchronisation between them:
    its programs find b*'s key range instead (``_range_in_filter``).
 3. The finishing select of a *short* row (at most ``reg_tile`` candidates; ``_finish_short``),
    in its own launch (``_finish_rows``), or in the row's last filter program when the plan's
-   ``split_finish`` is False: an exact radix select (4-bit digits, starting below the candidates'
+   ``split_finish`` is False: an exact radix select (5-bit digits, starting below the candidates'
    common key prefix, stopping as soon as every element sharing the prefix is needed) for the
    remaining ``k - above`` slots, on candidates read once and kept in registers, then ``-1``
    in the unused slots.
@@ -72,7 +72,12 @@ class LaunchPlan:
     the filter launch instead of their own: one launch fewer, for eager callers bound by the
     host's cost per launch, but slower on the GPU (on the H100, 2026-11-24, CUDA-graph
     replays: 1x131072 random rows 46-48 us against 30-32 us split; a lean filter kernel is not
-    held back by the finishing select's registers, and the finish gets its own warps)."""
+    held back by the finishing select's registers, and the finish gets its own warps).
+    ``radix``: bits per digit of the radix select (digits sit at multiples of it, so where it
+    does not divide 32 the top digit is narrower). 5 gives 32 bins, one per lane in ``tl.histogram``'s
+    ballot scheme, and fewer passes than 4: on the H100 (2026-11-24, ``bench_topk.py --tune
+    radix=4,5,6,8``) it was the fastest on every shape, 64x131072 tie rows 0.85x -> 0.95x
+    torch.topk."""
     coarse_bits: int | None = None
     hist_tile: int = 2048
     hist_warps: int = 8
@@ -81,7 +86,7 @@ class LaunchPlan:
     finish_tile: int = 1024
     small_tile: int = 1024
     reg_tile: int = 4096
-    radix: int = 4
+    radix: int = 5
     split_finish: bool = True
     finish_warps: int = 8
     slot_block: int = 1024
@@ -97,7 +102,7 @@ class LaunchPlan:
 DEFAULT_PLAN = LaunchPlan()
 PLANS = (
     DEFAULT_PLAN,
-    LaunchPlan(coarse_bits=8, small_tile=16),
+    LaunchPlan(coarse_bits=8, small_tile=16, radix=4),
     LaunchPlan(coarse_bits=6, split_finish=False, small_tile=16, reg_tile=32, finish_tile=64),
     LaunchPlan(candidate_budget=1, finish_tile=256, reg_tile=512,
                slice_min=512),
@@ -363,7 +368,7 @@ def _finish_long(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, st
     (and under the interpreter, where programs run one after another, the row's first program
     takes them all). An item waits until the row's progress word reaches its stage, and has
     nothing to do if the row went past it (a search that stopped early)."""
-    ITEMS: tl.constexpr = 32 // RADIX + 3
+    ITEMS: tl.constexpr = (32 + RADIX - 1) // RADIX + 3
     r = (tl.program_id(0) // slices).to(tl.int64)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
     info_ptr = ws_ptr + info_at + r * 4
@@ -383,7 +388,7 @@ def _finish_long(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, st
                               logits_ptr + r * stride0 + start * stride1, stride1, info_ptr,
                               ckey_ptr, ckey_ptr + n_rows * cap, idx_ptr + r * idx_stride0,
                               idx_stride1, fin, ws_ptr + state_at + r * 4,
-                              ws_ptr + counts_at + r * slices * (2 + (32 // RADIX) * (1 << RADIX)),
+                              ws_ptr + counts_at + r * slices * (2 + (ITEMS - 3) * (1 << RADIX)),
                               tl.minimum(length, top_k), top_k, from_row, TILE, RADIX,
                               SLOT_BLOCK, BITS, MAX_SLICES)
             item = tl.atomic_add(fin + 3, 1, sem="relaxed", scope="gpu")
@@ -420,7 +425,7 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
     taken candidates at the offsets that the counts of the slices before it give (from their
     digit histograms, or from the count stage), so the output is the same for any number of
     slices."""
-    LEVELS: tl.constexpr = 32 // RADIX
+    LEVELS: tl.constexpr = (32 + RADIX - 1) // RADIX
     NB: tl.constexpr = 1 << RADIX
     slice_hists = counts_ptr + slices * 2
     b_star = tl.load(info_ptr, cache_modifier=".cg")
@@ -553,9 +558,10 @@ def _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, base, n, b_star, lo_key, h
 @triton.jit
 def _start_digit(lo_key, hi_key, RADIX: tl.constexpr):
     """Lowest multiple of RADIX at and above which every candidate key agrees, and the agreed
-    prefix: digits above it would put every candidate in one bin."""
+    prefix: digits above it would put every candidate in one bin. Digits sit at multiples of
+    RADIX, so a RADIX that does not divide 32 has a narrower top digit (5: bits 30-31)."""
     differ = lo_key ^ hi_key
-    shift = 32
+    shift = RADIX * ((32 + RADIX - 1) // RADIX)
     while (shift > 0) & ((differ >> (shift - RADIX)) == 0):
         shift -= RADIX
     return shift, _key_top(hi_key, shift)
@@ -563,14 +569,14 @@ def _start_digit(lo_key, hi_key, RADIX: tl.constexpr):
 
 @triton.jit
 def _key_top(key, shift):
-    """The bits of ``key`` from ``shift`` up (0 for shift 32)."""
-    top = tl.where(shift == 0, key, (key >> 1) >> tl.maximum(shift - 1, 0))
+    """The bits of ``key`` from ``shift`` up (0 for shift 32 and above)."""
+    top = tl.where(shift == 0, key, (key >> 1) >> tl.minimum(tl.maximum(shift - 1, 0), 31))
     return tl.where(shift >= 32, 0, top)
 
 
 @triton.jit
 def _digit_hist(key, m, shift, prefix, RADIX: tl.constexpr):
-    m = m & (((key >> 1) >> (shift + RADIX - 1)) == prefix)
+    m = m & (_key_top(key, shift + RADIX) == prefix)
     digit = ((key >> shift) & ((1 << RADIX) - 1)).to(tl.int32)
     return tl.histogram(digit, 1 << RADIX, mask=m)
 
@@ -697,7 +703,7 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     bits = coarse_bits(int(top_k), n_cols, plan)
     split = plan.split_finish
     nbins = 1 << bits
-    levels = 32 // plan.radix
+    levels = triton.cdiv(32, plan.radix)
     slices = finish_slices(num_rows, n_cols, plan)
     info_at = num_rows * n_chunks * nbins
     offs_at = info_at + num_rows * 4
