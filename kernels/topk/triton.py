@@ -43,10 +43,11 @@ is raised by ``deferred.raise_pending()`` (the harness calls it after every call
 
 Measured on the H100 (2026-11-24, k=2048, CUDA-graph replays with L2 flushed, as
 benchmarks/bench_topk.py times them), against torch.topk: random rows 64x131072 0.106 ms
-(torch 0.189), 64x300000 0.219 ms (0.436), 2048x8192 0.207 ms (0.406), 1x131072 0.030 ms
-(0.077); tie-heavy rows 1x131072 0.057 ms (0.084), 64x131072 0.237 ms (0.201), 64x300000
-0.506 ms (0.440). A pass of the long-row finish over 64x131072 tie rows costs about 43 us (the
-coarse histogram pass 33 us), and a 10-bit tie row takes four: three digits and the write.
+(torch 0.190), 64x300000 0.218 ms (0.438), 2048x8192 0.204 ms (0.408), 1x131072 0.029-0.032 ms
+(0.077); tie-heavy rows 1x131072 0.052 ms (0.084), 64x131072 0.216 ms (0.203), 64x300000
+0.458 ms (0.440). The coarse histogram pass is bound by tl.histogram's instructions (Nsight
+Compute, 64x131072: SM 73%, DRAM 24%). A 10-bit tie row takes three passes of the long-row
+finish (two 5-bit digits and the write; with 4-bit digits four, at about 43 us each).
 """
 
 from __future__ import annotations
