@@ -75,10 +75,10 @@ class LaunchPlan:
     replays: 1x131072 random rows 46-48 us against 30-32 us split; a lean filter kernel is not
     held back by the finishing select's registers, and the finish gets its own warps).
     ``radix``: bits per digit of the radix select (digits sit at multiples of it, so where it
-    does not divide 32 the top digit is narrower). 5 gives 32 bins, one per lane in ``tl.histogram``'s
-    ballot scheme, and fewer passes than 4: on the H100 (2026-11-24, ``bench_topk.py --tune
-    radix=4,5,6,8``) it was the fastest on every shape, 64x131072 tie rows 0.85x -> 0.95x
-    torch.topk."""
+    does not divide 32 the top digit is narrower). 5 gives 32 bins, one per lane in
+    ``tl.histogram``'s ballot scheme, and fewer passes than 4: on the H100 (2026-11-24,
+    ``bench_topk.py --tune radix=4,5,6,8``) it was the fastest on every shape, 64x131072 tie
+    rows 0.85x -> 0.95x torch.topk."""
     coarse_bits: int | None = None
     hist_tile: int = 2048
     hist_warps: int = 8
