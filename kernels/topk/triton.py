@@ -369,7 +369,8 @@ def _finish_long(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, st
     (and under the interpreter, where programs run one after another, the row's first program
     takes them all). An item waits until the row's progress word reaches its stage, and has
     nothing to do if the row went past it (a search that stopped early)."""
-    ITEMS: tl.constexpr = (32 + RADIX - 1) // RADIX + 3
+    LEVELS: tl.constexpr = (32 + RADIX - 1) // RADIX
+    ITEMS: tl.constexpr = LEVELS + 3
     r = (tl.program_id(0) // slices).to(tl.int64)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
     info_ptr = ws_ptr + info_at + r * 4
@@ -389,7 +390,7 @@ def _finish_long(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, st
                               logits_ptr + r * stride0 + start * stride1, stride1, info_ptr,
                               ckey_ptr, ckey_ptr + n_rows * cap, idx_ptr + r * idx_stride0,
                               idx_stride1, fin, ws_ptr + state_at + r * 4,
-                              ws_ptr + counts_at + r * slices * (2 + (ITEMS - 3) * (1 << RADIX)),
+                              ws_ptr + counts_at + r * slices * (2 + LEVELS * (1 << RADIX)),
                               tl.minimum(length, top_k), top_k, from_row, TILE, RADIX,
                               SLOT_BLOCK, BITS, MAX_SLICES)
             item = tl.atomic_add(fin + 3, 1, sem="relaxed", scope="gpu")
