@@ -211,9 +211,15 @@ def emit(name: str, df: pd.DataFrame, limits: dict, json_path: str | None) -> No
           + ", ".join(f"{k} {v:.0f}" for k, v in limits.items()))
     print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if json_path:
-        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        records = df.astype(object).where(df.notna(), None).to_dict("records")
-        pathlib.Path(json_path).write_text(json.dumps({
-            "benchmark": name, "time": stamp, "device": device, "torch": torch.__version__,
-            "limits": limits, "rows": [{"benchmark": name, "time": stamp, "device": device,
-                                        **r} for r in records]}, indent=1))
+        pathlib.Path(json_path).write_text(json.dumps(document(name, df, limits, device), indent=1))
+
+
+def document(name: str, df: pd.DataFrame, limits: dict, device: str) -> dict:
+    """What ``--json`` writes (``harness speed`` reads it): the run's benchmark, time, device,
+    torch and limits, and one flat record per row carrying the first three again, so the rows
+    of many runs can be concatenated as they are."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    records = df.astype(object).where(df.notna(), None).to_dict("records")
+    return {"benchmark": name, "time": stamp, "device": device, "torch": torch.__version__,
+            "limits": limits, "rows": [{"benchmark": name, "time": stamp, "device": device, **r}
+                                       for r in records]}
