@@ -3,6 +3,7 @@
 ``harness run`` picks the device (CUDA/ROCm, or CPU with the Triton interpreter) and the matching
 profile, runs the kernel suites through pytest and writes a report folder.
 ``harness selftest`` runs the detectors against the seeded faults and the shipped kernels.
+``harness speed`` puts the benchmarks' ``--json`` runs side by side over time (no verdict).
 
 Exit codes follow ``git bisect run``: 0 good, 1 bad (a comparison failed), 125 could not test.
 """
@@ -136,6 +137,21 @@ def cmd_replay(args) -> int:
     return replay(args.files, args.impl, args.impl_module, args.device)
 
 
+def cmd_speed(args) -> int:
+    """Kernel speed over time from the benchmarks' --json files: a report, never a verdict."""
+    from harness import speed
+
+    try:
+        df = speed.load(args.paths)
+    except speed.SpeedFileError as exc:
+        print(f"harness speed: {exc}", file=sys.stderr)
+        return EXIT_UNTESTABLE
+    path = speed.write(df, pathlib.Path(args.output))
+    print(path.read_text())
+    print(f"written: {path.parent}/speed.md, speed.html, speed.csv and the plots")
+    return EXIT_GOOD
+
+
 def cmd_selftest(args) -> int:
     import pandas as pd
 
@@ -204,6 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="module or .py file registering the implementation (your branch)")
     rp.add_argument("--device", choices=["cuda", "cpu"])
     rp.set_defaults(func=cmd_replay)
+    sp = sub.add_parser("speed", help="kernel speed over time from the benchmarks' --json files "
+                        "(slower/faster than the previous run on the same device; no verdict)")
+    sp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR",
+                    help="files written by benchmarks/*.py --json, or folders holding them")
+    sp.add_argument("--output", default="reports/speed", help="folder for speed.md, speed.html, "
+                    "speed.csv and the plots (default reports/speed)")
+    sp.set_defaults(func=cmd_speed)
+
     st = sub.add_parser("selftest", help="seeded faults must be caught, shipped kernels pass")
     st.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
     st.add_argument("--device", choices=["cuda", "cpu"])
