@@ -8,6 +8,16 @@
 2. ``_gates_and_mix``: one program per token sums the partials in split order, applies the RMS
    scale, the gates and Sinkhorn, and writes the weighted sum of the streams.
 
+Why the two kernels stop near 54% of the copy bandwidth (counted, as the benchmarks count, on the
+ideal bytes: the streams read once, ``layer_input`` written once): the gates need a token's whole
+GEMM row before its weighted sum can start, so the second kernel reads the streams again. At
+T=65536, H=7168 the pair moves 8.70 GB (streams twice, split-K partials written and read,
+``layer_input``) for an ideal 4.70 GB, a ceiling of 54%; on the H100 (2026-11-25, CUDA-graph
+replays) mhc_pre takes 3.054 ms: 2849 GB/s, 95% of the copy bandwidth for the bytes it moves, 51%
+counted on the ideal ones (hc_head: 96% and 52%). Beyond that ceiling the second read must come
+from L2, that is within about 50 MB / 3 TB/s = 17 us of the first at full bandwidth, while a
+split-K program here streams 512 KB (128 tokens x 2048 columns) with a few hundred others.
+
 Batch invariance by construction: tile sizes come from the call's launch plan (``LaunchPlan``,
 never chosen by T) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
 is the same whatever else is in the batch. A different plan changes only the order of the
