@@ -5,16 +5,12 @@ installed (`apt-get install chromium`)."""
 
 import pathlib
 import re
-import shutil
-import subprocess
 
 import pytest
 
 from harness.report import write_meta, write_summary
 from harness.core.results import ResultLog
-
-BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
-                if shutil.which(b)), None)
+from suites.browser import BROWSER, NO_BROWSER, dump_dom
 
 
 def _report(folder: pathlib.Path) -> pathlib.Path:
@@ -35,14 +31,9 @@ def _report(folder: pathlib.Path) -> pathlib.Path:
     return folder / "report.html"
 
 
-@pytest.mark.skipif(BROWSER is None, reason="no Chromium here; `apt-get install chromium` to "
-                    "check the HTML report in a real browser")
+@pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
 def test_report_page_loads_with_matrix_failure_and_plots(tmp_path):
-    page = _report(tmp_path)
-    dom = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
-                          "--allow-file-access-from-files", "--virtual-time-budget=5000",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    dom = dump_dom(_report(tmp_path))
     assert 'id="verdict"' in dom and "Verdict: FAIL" in dom
     matrix = re.search(r'<table id="matrix">(.*?)</table>', dom, re.S)
     assert matrix, dom[:2000]

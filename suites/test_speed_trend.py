@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from harness.cli import main as harness
+from suites.browser import BROWSER, NO_BROWSER, dump_dom
 
 pytestmark = pytest.mark.host_only
 
@@ -39,14 +40,18 @@ def _write_run(folder: pathlib.Path, device: str, when: str, ms: dict, name="ben
     return path
 
 
-def test_rows_that_moved_since_the_previous_run_on_the_same_device_are_named(tmp_path):
-    runs, out = tmp_path / "bench", tmp_path / "speed"
-    runs.mkdir()
-    _write_run(runs, H100, "2026-11-20T01:00:00+00:00", {"triton": 0.100, "torch": 0.400})
-    _write_run(runs, H100, "2026-11-21T01:00:00+00:00", {"triton": 0.125, "torch": 0.412})
-    _write_run(runs, H200, "2026-11-22T01:00:00+00:00", {"triton": 0.050, "torch": 0.300})
-    (runs / "run.json").write_text(json.dumps({"profile": "nightly"}))  # a report's, passed over
+def _three_runs(folder: pathlib.Path) -> pathlib.Path:
+    """Two H100 runs (triton 1.25x slower in the second, torch within noise) and an H200 run."""
+    folder.mkdir()
+    _write_run(folder, H100, "2026-11-20T01:00:00+00:00", {"triton": 0.100, "torch": 0.400})
+    _write_run(folder, H100, "2026-11-21T01:00:00+00:00", {"triton": 0.125, "torch": 0.412})
+    _write_run(folder, H200, "2026-11-22T01:00:00+00:00", {"triton": 0.050, "torch": 0.300})
+    (folder / "run.json").write_text(json.dumps({"profile": "nightly"}))  # a report's, passed over
+    return folder
 
+
+def test_rows_that_moved_since_the_previous_run_on_the_same_device_are_named(tmp_path):
+    runs, out = _three_runs(tmp_path / "bench"), tmp_path / "speed"
     assert harness(["speed", str(runs), "--output", str(out)]) == 0
 
     text = (out / "speed.md").read_text()
@@ -64,6 +69,18 @@ def test_rows_that_moved_since_the_previous_run_on_the_same_device_are_named(tmp
         "speed_bench-demo_NVIDIA-H100-80GB-HBM3.png", "speed_bench-demo_NVIDIA-H200.png"]
     html = (out / "speed.html").read_text()
     assert headline[2:] in html and 'id="slower"' in html and 'id="faster"' not in html
+
+
+@pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
+def test_speed_page_loads_with_the_slower_row_and_its_plots(tmp_path):
+    out = tmp_path / "speed"
+    assert harness(["speed", str(_three_runs(tmp_path / "bench")), "--output", str(out)]) == 0
+    dom = dump_dom(out / "speed.html")
+    assert '<h1 id="headline">Kernel speed: 1 row(s) slower' in dom
+    slower = re.search(r'<section class="slower" id="slower">(.*?)</section>', dom, re.S)
+    assert slower and "1.25x the time" in slower.group(1), dom[:2000]
+    images = re.findall(r"<img [^>]*>", dom)
+    assert len(images) == 2 and all(re.search(r'data-loaded="[1-9]\d*"', i) for i in images), images
 
 
 def test_a_single_run_is_shown_with_nothing_to_compare(tmp_path, capsys):
