@@ -58,9 +58,13 @@ def _parse(path: pathlib.Path):
 
 
 def load(paths) -> pd.DataFrame:
-    """Every row of every benchmark file, with its run's ``benchmark``, ``time``, ``device``."""
-    frames = [_rows(path, _parse(path)) for path in benchmark_files(paths)]
-    return pd.concat(frames, ignore_index=True)
+    """Every row of every benchmark file, with its run's ``benchmark``, ``time``, ``device`` and
+    ``run``: the file's place in time order (two files written in the same second, an A/B of
+    two builds, stay two runs)."""
+    df = pd.concat([_rows(path, _parse(path)) for path in benchmark_files(paths)],
+                   ignore_index=True)
+    order = df[["time", "file"]].drop_duplicates().sort_values(["time", "file"])
+    return df.assign(run=df["file"].map({f: i for i, f in enumerate(order["file"])}))
 
 
 def _rows(path: pathlib.Path, doc) -> pd.DataFrame:
@@ -107,16 +111,16 @@ def changes(df: pd.DataFrame) -> pd.DataFrame:
     timed = df[df["ms"].notna()] if "ms" in df else df.iloc[0:0]
     parts = []
     for (device, bench), runs in timed.groupby(["device", "benchmark"]):
-        times = sorted(runs["time"].unique())
-        if len(times) < 2:
+        order = sorted(runs["run"].unique())
+        if len(order) < 2:
             continue
-        old, new = (runs[runs["time"] == t].drop_duplicates(KEY) for t in times[-2:])
+        old, new = (runs[runs["run"] == r].drop_duplicates(KEY) for r in order[-2:])
         both = old[KEY + ["ms"]].rename(columns={"ms": "before"}).merge(
             new[KEY + ["ms", "% of limit"]].rename(columns={"ms": "now",
                                                          "% of limit": "% of limit now"}), on=KEY)
         both.insert(0, "benchmark", bench)
         both.insert(0, "device", device)
-        both["since"] = pd.Timestamp(times[-2])
+        both["since"] = old["time"].iloc[0]
         parts.append(both)
     if not parts:
         return pd.DataFrame(columns=["device", "benchmark", *KEY, "before", "now",
@@ -131,12 +135,12 @@ def changes(df: pd.DataFrame) -> pd.DataFrame:
 
 def newest(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of each (device, benchmark)'s newest run."""
-    last = df.groupby(["device", "benchmark"])["time"].transform("max")
-    return df[df["time"] == last]
+    last = df.groupby(["device", "benchmark"])["run"].transform("max")
+    return df[df["run"] == last]
 
 
 def headline(moves: pd.DataFrame, df: pd.DataFrame) -> str:
-    runs = df[["device", "benchmark", "time"]].drop_duplicates()
+    runs = df["run"].unique()
     if moves.empty:
         return (f"Kernel speed: {len(runs)} run(s), none with an earlier run of the same benchmark "
                 "on the same device to compare with")
@@ -194,9 +198,9 @@ def plot(df: pd.DataFrame, folder: pathlib.Path) -> list[pathlib.Path]:
     plain = FuncFormatter(lambda v, _: f"{v:.3g}")
     paths = []
     for (bench, device), rows in df[df["ms"].notna()].groupby(["benchmark", "device"]):
-        runs = sorted(rows["time"].unique())
-        labels = [pd.Timestamp(t).strftime("%Y-%m-%d %H:%M") for t in runs]
-        rows = rows.assign(run=rows["time"].map({t: i for i, t in enumerate(runs)}))
+        runs = rows.drop_duplicates("run").sort_values("run")
+        labels = [t.strftime("%Y-%m-%d %H:%M") for t in runs["time"]]
+        rows = rows.assign(x=rows["run"].map({r: i for i, r in enumerate(runs["run"])}))
         panels = sorted(rows.groupby(["op", "shape"]).groups)
         cols = min(len(panels), 4)
         height = (len(panels) + cols - 1) // cols
@@ -206,8 +210,8 @@ def plot(df: pd.DataFrame, folder: pathlib.Path) -> list[pathlib.Path]:
         for ax, (op, shape) in zip(axes.flat, panels):
             panel = rows[(rows["op"] == op) & (rows["shape"] == shape)]
             for impl, line in panel.groupby("impl"):
-                line = line.sort_values("run")
-                ax.plot(line["run"], line["ms"], marker="o", ms=3, label=str(impl))
+                line = line.sort_values("x")
+                ax.plot(line["x"], line["ms"], marker="o", ms=3, label=str(impl))
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(plain)
@@ -240,7 +244,7 @@ def write(df: pd.DataFrame, folder: pathlib.Path) -> pathlib.Path:
     moves = changes(df)
     path = folder / "speed.md"
     path.write_text("\n".join(summary(df, moves)) + "\n")
-    df.sort_values(["device", "benchmark", "time"]).to_csv(folder / "speed.csv", index=False)
+    df.sort_values(["device", "benchmark", "run"]).to_csv(folder / "speed.csv", index=False)
     plots = plot(df, folder)
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)

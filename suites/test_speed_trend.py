@@ -28,14 +28,15 @@ def _benchmarks_common():
     return module
 
 
-def _write_run(folder: pathlib.Path, device: str, when: str, ms: dict, name="bench_demo"):
+def _write_run(folder: pathlib.Path, device: str, when: str, ms: dict, name="bench_demo",
+               label=""):
     common = _benchmarks_common()
     rows = [{"op": "mhc_pre", "shape": "T=8192", "impl": impl, "ms": t, "figure": 59.0 / t,
              "unit": "GB/s", "timing": "graph", "host us": 100.0} for impl, t in ms.items()]
     df = common.with_ratios(pd.DataFrame(rows), {"GB/s": 3000.0}, peers=("torch",))
     doc = common.document(name, df, {"copy GB/s": 3000.0}, device)
     doc["time"] = when
-    path = folder / f"{when[:19].replace(':', '')}-{device[:11].replace(' ', '')}-{name}.json"
+    path = folder / f"{when[:19].replace(':', '')}-{device[:11].replace(' ', '')}-{name}{label}.json"
     path.write_text(json.dumps(doc))
     return path
 
@@ -69,6 +70,14 @@ def test_rows_that_moved_since_the_previous_run_on_the_same_device_are_named(tmp
         "speed_bench-demo_NVIDIA-H100-80GB-HBM3.png", "speed_bench-demo_NVIDIA-H200.png"]
     html = (out / "speed.html").read_text()
     assert headline[2:] in html and 'id="slower"' in html and 'id="faster"' not in html
+
+
+def test_two_builds_timed_in_the_same_second_stay_two_runs(tmp_path, capsys):
+    when = "2026-11-20T01:00:00+00:00"
+    a = _write_run(tmp_path, H100, when, {"triton": 0.100}, label="-a")
+    b = _write_run(tmp_path, H100, when, {"triton": 0.150}, label="-b")
+    assert harness(["speed", str(a), str(b), "--output", str(tmp_path / "out")]) == 0
+    assert "1 row(s) slower" in capsys.readouterr().out.splitlines()[0]
 
 
 @pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
