@@ -64,6 +64,7 @@ def load(paths) -> pd.DataFrame:
     df = pd.concat([_rows(path, _parse(path)) for path in benchmark_files(paths)],
                    ignore_index=True)
     order = df[["time", "file"]].drop_duplicates().sort_values(["time", "file"])
+    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *FIGURES])))
     return df.assign(run=df["file"].map({f: i for i, f in enumerate(order["file"])}))
 
 

@@ -80,6 +80,17 @@ def test_two_builds_timed_in_the_same_second_stay_two_runs(tmp_path, capsys):
     assert "1 row(s) slower" in capsys.readouterr().out.splitlines()[0]
 
 
+def test_rows_without_a_limit_are_still_compared(tmp_path, capsys):
+    for when, ms in (("2026-11-20T01:00:00+00:00", 0.1), ("2026-11-21T01:00:00+00:00", 0.2)):
+        path = _write_run(tmp_path, H100, when, {"triton": ms})
+        doc = json.loads(path.read_text())
+        for row in doc["rows"]:
+            del row["% of limit"], row["limit"]
+        path.write_text(json.dumps(doc))
+    assert harness(["speed", str(tmp_path), "--output", str(tmp_path / "out")]) == 0
+    assert "1 row(s) slower" in capsys.readouterr().out.splitlines()[0]
+
+
 @pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
 def test_speed_page_loads_with_the_slower_row_and_its_plots(tmp_path):
     out = tmp_path / "speed"
