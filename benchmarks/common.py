@@ -150,10 +150,9 @@ def with_same_size_copy(df: pd.DataFrame) -> pd.DataFrame:
                 src, dst, words, BLOCK=_COPY_BLOCK, num_warps=4))
         return copies[nbytes]
 
-    moved = (df["figure"] * df["ms"] * 1e6).round().astype("int64")
     df["% of same-size copy"] = [
-        round(100 * copy_ms(int(n)) / ms, 1) if unit == "GB/s" else None
-        for n, ms, unit in zip(moved, df["ms"], df["unit"])]
+        round(100 * copy_ms(round(figure * ms * 1e6)) / ms, 1) if unit == "GB/s" and ms > 0 else None
+        for figure, ms, unit in zip(df["figure"], df["ms"], df["unit"])]
     return df
 
 

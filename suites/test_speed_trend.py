@@ -2,7 +2,8 @@
 rows slower or faster than the previous run on the same device, never compares two devices,
 never turns a timing into a verdict, and refuses files that are not benchmark output, naming
 the file. The runs are written by the benchmarks' own ``document`` (benchmarks/common.py), so
-the writer and the reader cannot drift apart."""
+the writer and the reader cannot drift apart; and the benchmarks' tables survive the rows that
+feed no trend (a call that ran out of memory)."""
 
 import importlib.util
 import json
@@ -26,6 +27,16 @@ def _benchmarks_common():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_a_row_without_a_time_gets_no_copy_figure_instead_of_ending_the_benchmark():
+    """bench_mhc keeps a row with a note and no time where a call ran out of memory; the
+    same-size copy column must pass it over (it raised on the NaN time, losing the run)."""
+    rows = pd.DataFrame([{"op": "mhc_pre", "shape": "T=131072", "impl": "torch", "note": "OOM"},
+                         {"op": "fp8_mqa_logits", "shape": "4096x4096", "impl": "triton",
+                          "ms": 0.3, "figure": 950.0, "unit": "TFLOP/s"}])
+    out = _benchmarks_common().with_same_size_copy(rows)
+    assert out["% of same-size copy"].isna().all() and len(out) == 2
 
 
 def _write_run(folder: pathlib.Path, device: str, when: str, ms: dict, name="bench_demo",
