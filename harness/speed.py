@@ -29,24 +29,22 @@ class SpeedFileError(ValueError):
     """A benchmark file that cannot be read as one: the message names the file and the fault."""
 
 
-def benchmark_files(paths) -> list[pathlib.Path]:
-    """The benchmark JSON files among ``paths``: files as given, and in folders every ``*.json``
-    holding an object with a ``benchmark`` key (a report folder's run.json is passed over)."""
-    found = []
+def benchmark_files(paths) -> dict[pathlib.Path, object]:
+    """The benchmark JSON files among ``paths``, parsed: files as given, and in folders every
+    ``*.json`` holding an object with a ``benchmark`` key (a report folder's run.json is passed
+    over)."""
+    found = {}
     for path in map(pathlib.Path, paths):
         if path.is_dir():
-            found += [p for p in sorted(path.rglob("*.json")) if _is_benchmark(p)]
+            docs = {p: _parse(p) for p in sorted(path.rglob("*.json"))}
+            found.update({p: d for p, d in docs.items() if isinstance(d, dict) and "benchmark" in d})
         elif path.exists():
-            found.append(path)
+            found[path] = _parse(path)
         else:
             raise SpeedFileError(f"{path}: no such file or folder")
     if not found:
         raise SpeedFileError(f"no benchmark JSON in {', '.join(map(str, paths))}; {WRITE_ONE}")
     return found
-
-
-def _is_benchmark(path: pathlib.Path) -> bool:
-    return isinstance(doc := _parse(path), dict) and "benchmark" in doc
 
 
 def _parse(path: pathlib.Path):
@@ -61,7 +59,7 @@ def load(paths) -> pd.DataFrame:
     """Every row of every benchmark file, with its run's ``benchmark``, ``time``, ``device`` and
     ``run``: the file's place in time order (two files written in the same second, an A/B of
     two builds, stay two runs)."""
-    df = pd.concat([_rows(path, _parse(path)) for path in benchmark_files(paths)],
+    df = pd.concat([_rows(path, doc) for path, doc in benchmark_files(paths).items()],
                    ignore_index=True)
     order = df[["time", "file"]].drop_duplicates().sort_values(["time", "file"])
     df = df.reindex(columns=list(dict.fromkeys([*df.columns, *FIGURES])))
