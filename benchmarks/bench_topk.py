@@ -3,6 +3,7 @@
     python benchmarks/bench_topk.py [--json FILE]   # the issue's shapes, random and tie-heavy data
     python benchmarks/bench_topk.py --tune [NAME=v1,v2 ...]   # launch constants of
                                                              # kernels/topk/triton.py
+    python benchmarks/bench_topk.py --breakdown [NAME=v ...]  # us per kernel, per shape
 
 torch.topk runs on the full rows (what the issue measured); the Triton decode op gets every row
 valid to its last column, so both select k of the same N values. Two Triton rows: ``triton op``
@@ -27,8 +28,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import (Timing, copy_bandwidth, emit, need_gpu, parser, timed, with_ratios,  # noqa: E402
-                    with_same_size_copy)
+from common import (Timing, copy_bandwidth, emit, kernel_times, need_gpu, parser,  # noqa: E402
+                    timed, with_ratios, with_same_size_copy)
 
 from harness.core.registry import implementations  # noqa: E402
 from kernels.topk import triton as tk  # noqa: E402
@@ -106,6 +107,23 @@ def tune(grid: dict = TUNE_GRID) -> pd.DataFrame:
     return df
 
 
+def breakdown(config: dict) -> pd.DataFrame:
+    """Microseconds per call of each launch (``common.kernel_times``) on the shapes and data of
+    ``main``, under the default plan with ``config``'s fields replaced."""
+    plan = dataclasses.replace(tk.DEFAULT_PLAN, **config)
+    frames = []
+    for r, n, k, data, logits in _cases():
+        seq_lens = torch.full((r,), n, dtype=torch.int32, device="cuda")
+        idx = torch.empty(r, k, dtype=torch.int32, device="cuda")
+        frames.append(kernel_times(_kernels_only(logits, seq_lens, idx, r, n, k, plan))
+                      .rename(f"{r}x{n} {data}"))
+    df = pd.concat(frames, axis=1).fillna(0.0)
+    df.loc["all kernels"] = df.sum()
+    print(f"us per call of each kernel (plan: {config or 'default'}), eager, L2 flushed")
+    print(df.to_string(float_format=lambda v: f"{v:.1f}"))
+    return df
+
+
 def _grid_from_args(args: list[str]) -> dict:
     """``NAME=v1,v2 ...`` after --tune replaces the default grid."""
     pairs = [a.split("=", 1) for a in args if "=" in a]
@@ -115,5 +133,8 @@ def _grid_from_args(args: list[str]) -> dict:
 if __name__ == "__main__":
     if "--tune" in sys.argv:
         tune(_grid_from_args(sys.argv[sys.argv.index("--tune") + 1:]))
+    elif "--breakdown" in sys.argv:
+        grid = _grid_from_args(sys.argv[sys.argv.index("--breakdown") + 1:])
+        breakdown({} if grid is TUNE_GRID else {name: v[0] for name, v in grid.items()})
     else:
         main()

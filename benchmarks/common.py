@@ -122,6 +122,24 @@ def eager_ms(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> floa
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
+def kernel_times(fn: Callable[[], object], calls: int = 20) -> pd.Series:
+    """Microseconds per call of each kernel ``fn`` launches (torch.profiler over ``calls`` eager
+    calls, L2 flushed before each), by kernel name, slowest first: where a call's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.bitwise_not_()
+            fn()
+        torch.cuda.synchronize()
+    per_call = {e.key: e.device_time_total / calls for e in prof.key_averages()
+                if e.device_time_total > 0 and "bitwise_not" not in e.key}
+    return pd.Series(per_call, name="us per call").sort_values(ascending=False)
+
+
 def copy_bandwidth(gib: float = 1.0) -> float:
     """Device-to-device copy, bytes read + written per second (GB/s): the memory limit."""
     n = int(gib * 2**30)
