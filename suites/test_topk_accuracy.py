@@ -104,6 +104,32 @@ def test_triton_finishing_paths_match_reference(path, data, coarse_bits, radix, 
     assert ev.passed, f"{path}, {data}: {ev.failures()}"
 
 
+@pytest.mark.parametrize("data", ["ties", "negative-ties"])
+@pytest.mark.implementation("triton")
+@pytest.mark.parametrize("row_bits", [True, False], ids=["range in histogram pass",
+                                                          "range in filter pass"])
+def test_triton_tie_rows_find_their_key_range_in_either_pass(data, row_bits):
+    """Rows held whole by their threshold bin, read by the long-row finish: the bin's key range
+    comes from the histogram pass's bit folds (``row_bits``) or from the filter's own pass, on
+    positive and negative values (whose order keys are their complemented bits)."""
+    import torch
+
+    from harness.core.registry import records
+    from harness.core.cases import Case
+    from harness.core.specs import get_spec
+    from kernels.topk.triton import LaunchPlan
+
+    impl = records(OPS[0]).get("triton")
+    if impl is None or not impl.available:
+        pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
+    plan = LaunchPlan(**SELECT_PATHS["long-row stages on the row (buffer overflow)"],
+                      row_bits=row_bits)
+    case = Case(OPS[0], tokens=6, device="cuda" if torch.cuda.is_available() else "cpu", top_k=64,
+                context=3000, seqs=2, data=data)
+    ev = evaluate(get_spec(OPS[0]), impl, case, plan=plan)
+    assert ev.passed, f"{data}, row_bits={row_bits}: {ev.failures()}"
+
+
 @pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[6], top_k=[64], context=[3000], seqs=[2])
 def test_prefill_launch_plans_do_not_change_the_result(target, record):
     """The kernels' claim that a row's top-k depends only on the row, whatever the launch plan

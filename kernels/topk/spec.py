@@ -11,7 +11,8 @@ context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) 
   before its own tokens);
 - ``seqs`` prefill sequences; ``next_n`` decode drafts per request; ``pad`` graph-padding rows
   the indices buffer has beyond num_rows (they must stay untouched);
-- ``data``: ``random``, ``ties`` (top 22 bits shared, as vLLM's 10LSBits generator) or
+- ``data``: ``random``, ``ties`` (top 22 bits shared, as vLLM's 10LSBits generator),
+  ``negative-ties`` (the same values negated: their order keys are the complemented bits) or
   ``near-constant`` (one value, and one in a hundred elements one step above it: a radix select
   meets the same digit in nearly every element);
 - ``clean``: -inf outside each window, else the tails hold values *larger* than any in-window
@@ -39,10 +40,12 @@ def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.
     dev = case.device
     g = generator(case, 1, dev)
     width = n + (17 if spec.param(case, "strided") else 0)
-    if spec.param(case, "data") == "ties":
+    if spec.param(case, "data") in ("ties", "negative-ties"):
         bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
                                           device=dev)
         buf = bits.view(torch.float32)
+        if spec.param(case, "data") == "negative-ties":
+            buf = -buf
     elif spec.param(case, "data") == "near-constant":
         above = torch.rand(rows, width, generator=g, device=dev) < 0.01
         buf = (0x3F900000 | above.int()).view(torch.float32)

@@ -8,13 +8,15 @@ Three or four launches, no host synchronisation between them:
    coarse bin only sorts elements into "surely in", "surely out" and "decide later". The last
    program of a row to finish (a ticket counter) then scans: it finds the threshold bin b*
    holding the k-th largest element and gives every chunk its exclusive offsets for "above b*"
-   and "in b*".
+   and "in b*". It also folds which bits of the row's values differ from its first value's:
+   when b* holds the whole row (a tie-heavy row), they give b*'s key range
+   (``_row_bits_range``).
 2. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
    straight into ``indices`` (column order), and compacts the elements in b* (order key and
    offset) into a candidate buffer of ``cap`` slots per row, unless the finish will read the
    row itself (``_reads_row``: b* overflowed the buffer, or holds most of a long row). A row
-   with nothing above b* that the finish reads itself (a tie-heavy row) has nothing to write:
-   its programs find b*'s key range instead (``_range_in_filter``).
+   with nothing above b* that the finish reads itself has nothing to write: its programs find
+   b*'s key range instead (``_range_before_finish``), unless the histogram pass found it.
 3. The finishing select of a *short* row (at most ``reg_tile`` candidates; ``_finish_short``),
    in its own launch (``_finish_rows``), or in the row's last filter program when the plan's
    ``split_finish`` is False: an exact radix select (5-bit digits, starting below the candidates'
@@ -41,13 +43,18 @@ clamped so no access leaves the row, and the worst error (code and row) is kept 
 word of ``harness.core.deferred``: no host synchronisation on the hot path; the contract error
 is raised by ``deferred.raise_pending()`` (the harness calls it after every call it judges).
 
-Measured on the H100 (2026-11-24, k=2048, CUDA-graph replays with L2 flushed, as
-benchmarks/bench_topk.py times them), against torch.topk: random rows 64x131072 0.106 ms
-(torch 0.190), 64x300000 0.218 ms (0.438), 2048x8192 0.204 ms (0.408), 1x131072 0.029-0.032 ms
-(0.077); tie-heavy rows 1x131072 0.052 ms (0.084), 64x131072 0.216 ms (0.203), 64x300000
-0.458 ms (0.440). The coarse histogram pass is bound by tl.histogram's instructions (Nsight
-Compute, 64x131072: SM 73%, DRAM 24%). A 10-bit tie row takes three passes of the long-row
-finish (two 5-bit digits and the write; with 4-bit digits four, at about 43 us each).
+Every pass is bound by its instructions, not by memory (Nsight Compute on the H100, 64x131072:
+ALU pipe 67-74% busy, DRAM 6-24%), so the kernels keep them few: index arithmetic in int32,
+whole tiles loaded without a mask (16-byte vectors on aligned rows; only a slice's last tile is
+masked), one prefix sum for two counts, a prefix test as two comparisons, and the filter held to
+64 registers (twice the programs per SM). Measured on the H100 (2026-11-25, k=2048, CUDA-graph
+replays with L2 flushed, as benchmarks/bench_topk.py times them; two runs), against torch.topk:
+random rows 64x131072 0.093 ms (torch 0.190), 64x300000 0.197-0.199 ms (0.437), 2048x8192
+0.188-0.189 ms (0.407), 1x131072 0.029-0.031 ms (0.077); tie-heavy rows 1x131072 0.046 ms
+(0.084), 64x131072 0.137 ms (0.202), 64x300000 0.281-0.283 ms (0.441). Per launch
+(``bench_topk.py --breakdown``, 64x131072): histogram 34 us, filter 36 us (random rows), short
+finish 15 us; on tie rows the long-row finish takes 93 us for its three passes (two 5-bit digits
+and the write).
 """
 
 from __future__ import annotations
@@ -78,7 +85,13 @@ class LaunchPlan:
     does not divide 32 the top digit is narrower). 5 gives 32 bins, one per lane in
     ``tl.histogram``'s ballot scheme, and fewer passes than 4: on the H100 (2026-11-24,
     ``bench_topk.py --tune radix=4,5,6,8``) it was the fastest on every shape, 64x131072 tie
-    rows 0.85x -> 0.95x torch.topk."""
+    rows 0.85x -> 0.95x torch.topk. ``row_bits``: the histogram pass also folds which bits of
+    every row's values differ from the row's first value (one LOP3 an element), so that a row
+    held whole by its threshold bin (a tie-heavy row) gets its key range there and the filter
+    launch has nothing to read for it; False leaves that pass to the filter. ``filter_regs``,
+    ``finish_regs`` and ``long_regs``: registers per thread of the filter, short-row finish and
+    long-row finish kernels (``maxnreg``; None or 0 leaves it to the compiler), which bound how many
+    programs an SM holds."""
     coarse_bits: int | None = None
     hist_tile: int = 2048
     hist_warps: int = 8
@@ -98,20 +111,25 @@ class LaunchPlan:
     finish_programs: int = 512
     slice_min: int = 4096
     long_warps: int = 4
+    row_bits: bool = True
+    filter_regs: int | None = 64
+    finish_regs: int | None = None
+    long_regs: int | None = None
 
 
 DEFAULT_PLAN = LaunchPlan()
 PLANS = (
     DEFAULT_PLAN,
     LaunchPlan(coarse_bits=8, small_tile=16, radix=4),
-    LaunchPlan(coarse_bits=6, split_finish=False, small_tile=16, reg_tile=32, finish_tile=64),
+    LaunchPlan(coarse_bits=6, split_finish=False, small_tile=16, reg_tile=32, finish_tile=64,
+               row_bits=False),
     LaunchPlan(candidate_budget=1, finish_tile=256, reg_tile=512,
                slice_min=512),
 )
 """Plans that route small calls through every finishing path (registers with a small or a full
 tile, the long-row stages on the candidate buffer with one program a row, and on the row itself
-when the buffer overflows with several), in the filter launch and in their own: the knob
-``plan`` of the registered ops."""
+when the buffer overflows with several), in the filter launch and in their own, with a tie row's
+key range found in the histogram pass or the filter: the knob ``plan`` of the registered ops."""
 
 _REASON = triton_unavailable_reason()
 _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
@@ -120,8 +138,46 @@ _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 
 @triton.jit
 def _order_key(v):
-    bits = v.to(tl.uint32, bitcast=True)
+    return _key_of_bits(v.to(tl.uint32, bitcast=True))
+
+
+@triton.jit
+def _key_of_bits(bits):
     return tl.where((bits >> 31) == 1, bits ^ 0xFFFFFFFF, bits | 0x80000000)
+
+
+@triton.jit
+def _or(a, b):
+    return a | b
+
+
+@triton.jit
+def _full_tiles_end(lo, hi, TILE: tl.constexpr):
+    """Where the whole tiles of [lo, hi) counted from lo end. Loops take those tiles without a
+    mask (``FULL``), so a row that starts aligned (every decode row) loads in 16-byte vectors,
+    and only the last, partial tile is masked."""
+    return lo + tl.maximum(hi - lo, 0) // TILE * TILE
+
+
+@triton.jit
+def _row_tile(row_ptr, stride1, c0, hi, other, TILE: tl.constexpr, FULL: tl.constexpr):
+    """Columns [c0, c0 + TILE) of a row, below hi (int32), their values and validity."""
+    cols = c0 + tl.arange(0, TILE)
+    if FULL:
+        m = tl.full((TILE,), 1, tl.int1)
+        v = tl.load(row_ptr + cols.to(tl.int64) * stride1)
+    else:
+        m = cols < hi
+        v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=other)
+    return cols, v, m
+
+
+@triton.jit
+def _masked_hist(x, m, NBINS: tl.constexpr, FULL: tl.constexpr):
+    """tl.histogram of x where m; a full tile needs no mask (one ballot less an element)."""
+    if FULL:
+        return tl.histogram(x, NBINS)
+    return tl.histogram(x, NBINS, mask=m)
 
 
 @triton.jit
@@ -158,10 +214,38 @@ def _reads_row(in_bin, length, cap, REG_TILE: tl.constexpr):
 
 
 @triton.jit
-def _range_in_filter(from_row, info_ptr):
-    """Whether the filter finds the threshold bin's key range (``_coarse_filter``): when the
-    finish reads the row itself (``_reads_row``) and no element lies above the bin."""
+def _range_before_finish(from_row, info_ptr):
+    """Whether the threshold bin's key range is known before the long-row finish: when the
+    finish reads the row itself (``_reads_row``) and no element lies above the bin. Then the
+    histogram pass found it (``_range_in_hist``), or else the filter (``_coarse_filter``)."""
     return from_row & (tl.load(info_ptr + 1, cache_modifier=".cg") == 0)
+
+
+@triton.jit
+def _range_in_hist(in_bin, length, ROW_BITS: tl.constexpr):
+    """Whether the histogram pass gives the threshold bin's key range (the plan's
+    ``row_bits``): when every element of the row lies in the bin (a tie-heavy row), the range
+    of the row's bits is the bin's (``_row_bits_range``)."""
+    if ROW_BITS:
+        return in_bin == length
+    return in_bin < 0
+
+
+@triton.jit
+def _row_bits_range(first, differ):
+    """A key range holding every key of a row, from its first value's bits and the bits in
+    which any of its values differ from them: every value's bits lie between ``first`` with
+    those bits cleared and with them set. With one sign the order key is a monotone bitwise map
+    of the bits, so every key lies between the keys of those two, which differ in exactly
+    ``differ`` (the search starts at the same digit as from the exact range); with both signs,
+    the whole key space."""
+    first = first.to(tl.uint32, bitcast=True)
+    differ = differ.to(tl.uint32, bitcast=True)
+    common, ones = first & (differ ^ 0xFFFFFFFF), first | differ
+    a, b = _key_of_bits(common), _key_of_bits(ones)
+    one_sign = (differ >> 31) == 0
+    return (tl.where(one_sign, tl.minimum(a, b), 0),
+            tl.where(one_sign, tl.maximum(a, b), 0xFFFFFFFF))
 
 
 @triton.jit
@@ -202,40 +286,70 @@ def _arrives_last(counter_ptr, arrivals):
 
 @triton.jit(do_not_specialize=["err_slot"])
 def _coarse_hist(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, err_ptr, err_slot, stride0,
-                 stride1, next_n, n_cols, top_k, n_rows, n_chunks, chunk, info_at, offs_at,
-                 DECODE: tl.constexpr, TILE: tl.constexpr, BITS: tl.constexpr,
-                 SPLITS: tl.constexpr):
-    """Phase 1 (every chunk), then phase 2 (scan) in the row's last program."""
+                 stride1, next_n, n_cols, top_k, n_rows, n_chunks, chunk, info_at, offs_at, fin_at,
+                 fin_words, bits_at, DECODE: tl.constexpr, TILE: tl.constexpr,
+                 BITS: tl.constexpr, SPLITS: tl.constexpr, ROW_BITS: tl.constexpr):
+    """Phase 1 (every chunk), then phase 2 (scan) in the row's last program. With ROW_BITS
+    (the plan's ``row_bits``) every program also folds the bits in which its elements differ
+    from the row's first into the row's word at ``bits_at``, and the scan turns them into the
+    threshold bin's key range when the bin holds the whole row (``_range_in_hist``)."""
     NBINS: tl.constexpr = 1 << BITS
     r = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     start, end, code = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
     if (s == 0) & (code != 0):
         tl.atomic_max(err_ptr + err_slot, error_word(code, r))
-    lo = start + s * chunk
-    hi = tl.minimum(lo + chunk, end)
+    lo = (start + s * chunk).to(tl.int32)
+    hi = tl.minimum(lo + chunk, end).to(tl.int32)
     hist = tl.zeros((NBINS,), dtype=tl.int32)
+    differ = tl.zeros((TILE,), dtype=tl.int32)
+    row_ptr = logits_ptr + r * stride0
+    first = tl.zeros((), dtype=tl.float32)
     if end - start > top_k:
-        row_ptr = logits_ptr + r * stride0
-        for c0 in range(lo, hi, TILE):
-            cols = c0 + tl.arange(0, TILE)
-            m = cols < hi
-            v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
-            hist += tl.histogram(_coarse_bin(v, BITS), NBINS, mask=m)
+        if ROW_BITS:
+            first = tl.load(row_ptr + start * stride1)
+        full = _full_tiles_end(lo, hi, TILE)
+        for c0 in range(lo, full, TILE):
+            hist, differ = _hist_tile(row_ptr, stride1, c0, hi, first, hist, differ, TILE, BITS,
+                                      ROW_BITS, True)
+        if full < hi:
+            hist, differ = _hist_tile(row_ptr, stride1, full, hi, first, hist, differ, TILE, BITS,
+                                      ROW_BITS, False)
     row_hist = ws_ptr + r * n_chunks * NBINS
     row_total = sync_ptr + 2 * n_rows + r * NBINS
+    row_differ = sync_ptr + bits_at + r
     tl.store(row_hist + s * NBINS + tl.arange(0, NBINS), hist)
     tl.atomic_add(row_total + tl.arange(0, NBINS), hist, sem="relaxed", scope="gpu")
+    if ROW_BITS:
+        tl.atomic_or(row_differ, tl.reduce(differ, 0, _or), sem="relaxed", scope="gpu")
     if _arrives_last(sync_ptr + r, n_chunks):
-        _scan_row(row_hist, row_total, ws_ptr + info_at + r * 4,
-                  ws_ptr + offs_at + r * n_chunks * 2, end - start, top_k, n_chunks, NBINS,
-                  SPLITS)
+        in_bin = _scan_row(row_hist, row_total, ws_ptr + info_at + r * 4,
+                           ws_ptr + offs_at + r * n_chunks * 2, end - start, top_k, n_chunks,
+                           NBINS, SPLITS)
+        if _range_in_hist(in_bin, end - start, ROW_BITS):
+            lo_key, hi_key = _row_bits_range(first, tl.load(row_differ, cache_modifier=".cg"))
+            keys = (sync_ptr + fin_at + r * fin_words).to(tl.pointer_type(tl.uint32))
+            tl.store(keys + 1, lo_key ^ 0xFFFFFFFF)
+            tl.store(keys + 2, hi_key)
+
+
+@triton.jit
+def _hist_tile(row_ptr, stride1, c0, hi, first, hist, differ, TILE: tl.constexpr,
+               BITS: tl.constexpr, ROW_BITS: tl.constexpr, FULL: tl.constexpr):
+    """One tile of the histogram pass (``_coarse_hist``); masked columns read ``first``, so
+    that they add no differing bits."""
+    cols, v, m = _row_tile(row_ptr, stride1, c0, hi, first, TILE, FULL)
+    hist += _masked_hist(_coarse_bin(v, BITS), m, 1 << BITS, FULL)
+    if ROW_BITS:
+        differ |= v.to(tl.int32, bitcast=True) ^ first.to(tl.int32, bitcast=True)
+    return hist, differ
 
 
 @triton.jit
 def _scan_row(row_hist, row_total, info_ptr, offs_ptr, length, top_k, n_chunks,
               NBINS: tl.constexpr, SPLITS: tl.constexpr):
-    """Threshold bin b*, the counts above and in it, and every chunk's exclusive offsets."""
+    """Threshold bin b*, the counts above and in it, and every chunk's exclusive offsets;
+    returns the count in b*."""
     bins = tl.arange(0, NBINS)
     total = tl.load(row_total + bins, cache_modifier=".cg")
     count = tl.minimum(length, top_k).to(tl.int32)
@@ -260,6 +374,7 @@ def _scan_row(row_hist, row_total, info_ptr, offs_ptr, length, top_k, n_chunks,
         tl.store(offs_ptr + ss * 2 + 1, run_in + tl.cumsum(e, 0) - e, mask=ss < n_chunks)
         run_above += tl.sum(a, 0)
         run_in += tl.sum(e, 0)
+    return in_bin
 
 
 @triton.jit
@@ -268,69 +383,86 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
                    chunk, info_at, offs_at, cand_at, cap, fin_at, fin_words, DECODE: tl.constexpr,
                    TILE: tl.constexpr, SMALL_TILE: tl.constexpr, REG_TILE: tl.constexpr,
                    RADIX: tl.constexpr, SLOT_BLOCK: tl.constexpr, BITS: tl.constexpr,
-                   SPLIT_FINISH: tl.constexpr):
+                   SPLIT_FINISH: tl.constexpr, ROW_BITS: tl.constexpr):
     """Phase 3, one program per (row, chunk); unless SPLIT_FINISH (the plan's
     ``split_finish``), the row's last program then finishes a short row (``_finish_short``).
-    A row with nothing above its threshold bin and nothing to compact (``_range_in_filter``: a
-    tie-heavy row) has nothing to write here: its programs find the bin's key range instead,
-    which spares its long-row finish a pass."""
+    A row with nothing above its threshold bin and nothing to compact (``_range_before_finish``:
+    a tie-heavy row) has nothing to write here: its programs find the bin's key range instead,
+    which spares its long-row finish a pass, unless the histogram pass found it
+    (``_range_in_hist``: the bin holds the whole row); then they have nothing to do."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     start, end, _ = _row_window(r, starts_ptr, ends_ptr, next_n, n_cols, DECODE)
-    lo = start + s * chunk
-    hi = tl.minimum(lo + chunk, end)
+    lo = (start + s * chunk).to(tl.int32)
+    hi = tl.minimum(lo + chunk, end).to(tl.int32)
     row_ptr = logits_ptr + r * stride0
     out_ptr = idx_ptr + r * idx_stride0
     info_ptr = ws_ptr + info_at + r * 4
     ckey_ptr = ws_ptr + cand_at + r * cap
     ccol_ptr = ckey_ptr + n_rows * cap
     b_star = tl.load(info_ptr)
-    from_row = _reads_row(tl.load(info_ptr + 2), end - start, cap, REG_TILE)
+    in_bin_count = tl.load(info_ptr + 2)
+    from_row = _reads_row(in_bin_count, end - start, cap, REG_TILE)
     if end - start <= top_k:
         for c0 in range(lo, hi, TILE):
             cols = c0 + tl.arange(0, TILE)
             rel = cols - start
             tl.store(out_ptr + rel * idx_stride1, rel.to(tl.int32), mask=cols < hi)
-    elif _range_in_filter(from_row, info_ptr):
-        lows = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
-        highs = tl.zeros((TILE,), dtype=tl.uint32)
-        for c0 in range(lo, hi, TILE):
-            cols = c0 + tl.arange(0, TILE)
-            m = cols < hi
-            v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
-            in_bin = m & (_coarse_bin(v, BITS) == b_star)
-            key = _order_key(v)
-            lows = tl.minimum(lows, tl.where(in_bin, key, 0xFFFFFFFF))
-            highs = tl.maximum(highs, tl.where(in_bin, key, 0))
-        _fold_key_range(sync_ptr + fin_at + r * fin_words, lows, highs)
+    elif _range_before_finish(from_row, info_ptr):
+        if _range_in_hist(in_bin_count, end - start, ROW_BITS) == 0:
+            lows = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
+            highs = tl.zeros((TILE,), dtype=tl.uint32)
+            for c0 in range(lo, hi, TILE):
+                cols = c0 + tl.arange(0, TILE)
+                m = cols < hi
+                v = tl.load(row_ptr + cols.to(tl.int64) * stride1, mask=m, other=0.0)
+                in_bin = m & (_coarse_bin(v, BITS) == b_star)
+                key = _order_key(v)
+                lows = tl.minimum(lows, tl.where(in_bin, key, 0xFFFFFFFF))
+                highs = tl.maximum(highs, tl.where(in_bin, key, 0))
+            _fold_key_range(sync_ptr + fin_at + r * fin_words, lows, highs)
     else:
         keep = from_row == 0
         run_above = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2)
         run_in = tl.load(ws_ptr + offs_at + (r * n_chunks + s) * 2 + 1)
-        for c0 in range(lo, hi, TILE):
-            cols = c0 + tl.arange(0, TILE)
-            m = cols < hi
-            v = tl.load(row_ptr + cols * stride1, mask=m, other=0.0)
-            b = _coarse_bin(v, BITS)
-            above = m & (b > b_star)
-            in_bin = m & (b == b_star)
-            packed = above.to(tl.int32) | (in_bin.to(tl.int32) << 16)
-            rank = tl.cumsum(packed, 0) - packed
-            rel = (cols - start).to(tl.int32)
-            pos = run_above + (rank & 0xFFFF)
-            tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, rel, mask=above)
-            if keep:
-                slot = run_in + (rank >> 16)
-                tl.store(ckey_ptr + slot, _order_key(v).to(tl.int32, bitcast=True), mask=in_bin)
-                tl.store(ccol_ptr + slot, rel, mask=in_bin)
-            total = tl.sum(packed, 0)
-            run_above += total & 0xFFFF
-            run_in += total >> 16
+        full = _full_tiles_end(lo, hi, TILE)
+        for c0 in range(lo, full, TILE):
+            run_above, run_in = _filter_tile(row_ptr, stride1, c0, hi, start, b_star, run_above,
+                                             run_in, keep, out_ptr, idx_stride1, ckey_ptr,
+                                             ccol_ptr, TILE, BITS, True)
+        if full < hi:
+            run_above, run_in = _filter_tile(row_ptr, stride1, full, hi, start, b_star,
+                                             run_above, run_in, keep, out_ptr, idx_stride1,
+                                             ckey_ptr, ccol_ptr, TILE, BITS, False)
     if not SPLIT_FINISH:
         if _arrives_last(sync_ptr + n_rows + r, n_chunks):
             _finish_short(row_ptr + start * stride1, stride1, info_ptr, ckey_ptr, ccol_ptr,
                           out_ptr, idx_stride1, end - start, top_k, cap, SMALL_TILE, REG_TILE,
                           RADIX, SLOT_BLOCK, BITS)
+
+
+@triton.jit
+def _filter_tile(row_ptr, stride1, c0, hi, start, b_star, run_above, run_in, keep, out_ptr,
+                 idx_stride1, ckey_ptr, ccol_ptr, TILE: tl.constexpr, BITS: tl.constexpr,
+                 FULL: tl.constexpr):
+    """One tile of the filter (``_coarse_filter``): the columns above b* go to ``indices``
+    after the ``run_above`` before them, those in b* (when ``keep``) to the candidate buffer
+    after ``run_in``; one prefix sum counts both (above in the low 16 bits)."""
+    cols, v, m = _row_tile(row_ptr, stride1, c0, hi, 0.0, TILE, FULL)
+    b = _coarse_bin(v, BITS)
+    above = m & (b > b_star)
+    in_bin = m & (b == b_star)
+    packed = above.to(tl.int32) | (in_bin.to(tl.int32) << 16)
+    rank = tl.cumsum(packed, 0) - packed
+    rel = cols - start.to(tl.int32)
+    pos = run_above + (rank & 0xFFFF)
+    tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, rel, mask=above)
+    if keep:
+        slot = run_in + (rank >> 16)
+        tl.store(ckey_ptr + slot, _order_key(v).to(tl.int32, bitcast=True), mask=in_bin)
+        tl.store(ccol_ptr + slot, rel, mask=in_bin)
+    total = tl.sum(packed, 0)
+    return run_above + (total & 0xFFFF), run_in + (total >> 16)
 
 
 @triton.jit
@@ -379,14 +511,15 @@ def _finish_long(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, st
     from_row, n, long_row = _finish_source(in_bin, length, top_k, cap, REG_TILE)
     if long_row:
         fin = sync_ptr + fin_at + r * fin_words
-        per = tl.cdiv(tl.cdiv(n, slices), TILE) * TILE
+        n_cand = n.to(tl.int32)
+        per = tl.cdiv(tl.cdiv(n_cand, slices), TILE) * TILE
         ckey_ptr = ws_ptr + cand_at + r * cap
         item = tl.atomic_add(fin + 3, 1, sem="relaxed", scope="gpu")
         while item < ITEMS * slices:
             stage = item // slices
             g = item % slices
             if _wait_for(fin, stage, SLEEP) == stage:
-                _finish_stage(stage, g, slices, g * per, tl.minimum(g * per + per, n),
+                _finish_stage(stage, g, slices, g * per, tl.minimum(g * per + per, n_cand),
                               logits_ptr + r * stride0 + start * stride1, stride1, info_ptr,
                               ckey_ptr, ckey_ptr + n_rows * cap, idx_ptr + r * idx_stride0,
                               idx_stride1, fin, ws_ptr + state_at + r * 4,
@@ -433,12 +566,12 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
     b_star = tl.load(info_ptr, cache_modifier=".cg")
     arrivals = fin + 4 + stage
     if stage == 0:
-        if not _range_in_filter(from_row, info_ptr):
+        if not _range_before_finish(from_row, info_ptr):
             lows = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
             highs = tl.zeros((TILE,), dtype=tl.uint32)
             for t0 in range(lo, hi, TILE):
                 key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
-                                          0, 0, from_row, TILE, BITS)
+                                          0, 0, from_row, TILE, BITS, False)
                 lows = tl.minimum(lows, tl.where(m, key, 0xFFFFFFFF))
                 highs = tl.maximum(highs, tl.where(m, key, 0))
             _fold_key_range(fin, lows, highs)
@@ -457,11 +590,18 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
         k_rem = tl.load(state_ptr + 2, cache_modifier=".cg")
         if stage <= LEVELS:
             shift -= RADIX
+            p_lo, p_hi = _prefix_bounds(prefix, shift + RADIX)
+            p_lo, p_hi = tl.maximum(lo_key, p_lo), tl.minimum(hi_key, p_hi)
             hist = tl.zeros((NB,), dtype=tl.int32)
-            for t0 in range(lo, hi, TILE):
+            full = _full_tiles_end(lo, hi, TILE)
+            for t0 in range(lo, full, TILE):
                 key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
-                                          lo_key, hi_key, from_row, TILE, 0)
-                hist += _digit_hist(key, m, shift, prefix, RADIX)
+                                          p_lo, p_hi, from_row, TILE, 0, True)
+                hist += _digit_hist(key, m, shift, RADIX)
+            if full < hi:
+                key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, full, hi, b_star,
+                                          p_lo, p_hi, from_row, TILE, 0, False)
+                hist += _digit_hist(key, m, shift, RADIX)
             bins = tl.arange(0, NB)
             tl.store(slice_hists + ((stage - 1) * slices + g) * NB + bins, hist)
             row_hist = fin + 4 + LEVELS + 3 + (stage - 1) * NB + bins
@@ -476,7 +616,7 @@ def _finish_stage(stage, g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr
             equal = tl.zeros((), dtype=tl.int32)
             for t0 in range(lo, hi, TILE):
                 key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, b_star,
-                                          lo_key, hi_key, from_row, TILE, 0)
+                                          lo_key, hi_key, from_row, TILE, 0, False)
                 top = _key_top(key, shift)
                 above += tl.sum((m & (top > prefix)).to(tl.int32), 0)
                 equal += tl.sum((m & (top == prefix)).to(tl.int32), 0)
@@ -523,37 +663,50 @@ def _write_slice(g, slices, lo, hi, row_ptr, stride1, info_ptr, ckey_ptr, ccol_p
     taken = a + tl.minimum(tl.maximum(k_rem - e_before, 0), e)
     taken = tl.load(info_ptr + 1, cache_modifier=".cg") + tl.sum(taken, 0)
     eq_seen = tl.sum(e, 0)
-    for t0 in range(lo, hi, TILE):
+    full = _full_tiles_end(lo, hi, TILE)
+    for t0 in range(lo, full, TILE):
         key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, t0, hi, 0, lo_key, hi_key,
-                                  from_row, TILE, 0)
+                                  from_row, TILE, 0, True)
         taken, eq_seen = _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr,
                                       idx_stride1)
+    if full < hi:
+        key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, full, hi, 0, lo_key,
+                                  hi_key, from_row, TILE, 0, False)
+        _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr, idx_stride1)
     if g == 0:
         _fill_unused(out_ptr, idx_stride1, count, top_k, SLOT_BLOCK)
 
 
 @triton.jit
 def _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, base, n, b_star, lo_key, hi_key, from_row,
-                TILE: tl.constexpr, BITS: tl.constexpr):
+                TILE: tl.constexpr, BITS: tl.constexpr, FULL: tl.constexpr):
     """Order keys, local offsets and validity of candidates [base, base + TILE) below n: the
     compacted buffer, or (from_row) the row's elements in the threshold bin b*: by their coarse
     bin (BITS > 0) or, once the bin's key range is known (BITS = 0), by their key in [lo_key,
     hi_key], the same elements at a lower cost (the coarse bin is a monotone function of the
-    key, so no element outside the bin lies between two inside it)."""
-    i = base + tl.arange(0, TILE)
-    m = i < n
+    key, so no element outside the bin lies between two inside it). With BITS = 0 the buffer's
+    candidates are held to [lo_key, hi_key] too, so that a caller may narrow it (a digit
+    stage: to the keys sharing the search's prefix). A FULL tile (all of it below n) loads
+    without a mask."""
     if from_row:
-        v = tl.load(row_ptr + i.to(tl.int64) * stride1, mask=m, other=0.0)
+        i, v, m = _row_tile(row_ptr, stride1, base, n, 0.0, TILE, FULL)
         key = _order_key(v)
         if BITS > 0:
             m = m & (_coarse_bin(v, BITS) == b_star)
-        else:
-            m = m & (key >= lo_key) & (key <= hi_key)
-        col = i.to(tl.int32)
+        col = i
     else:
-        key = tl.load(ckey_ptr + i, mask=m, other=0, cache_modifier=".cg")
+        i = base + tl.arange(0, TILE)
+        if FULL:
+            m = tl.full((TILE,), 1, tl.int1)
+            key = tl.load(ckey_ptr + i, cache_modifier=".cg")
+            col = tl.load(ccol_ptr + i, cache_modifier=".cg")
+        else:
+            m = i < n
+            key = tl.load(ckey_ptr + i, mask=m, other=0, cache_modifier=".cg")
+            col = tl.load(ccol_ptr + i, mask=m, other=0, cache_modifier=".cg")
         key = key.to(tl.uint32, bitcast=True)
-        col = tl.load(ccol_ptr + i, mask=m, other=0, cache_modifier=".cg")
+    if BITS == 0:
+        m = m & (key >= lo_key) & (key <= hi_key)
     return key, col, m
 
 
@@ -577,8 +730,19 @@ def _key_top(key, shift):
 
 
 @triton.jit
-def _digit_hist(key, m, shift, prefix, RADIX: tl.constexpr):
-    m = m & (_key_top(key, shift + RADIX) == prefix)
+def _prefix_bounds(prefix, shift):
+    """The lowest and highest key whose bits from ``shift`` up are ``prefix`` (every key for
+    shift 32 and above): one pair of comparisons tests a key for the prefix."""
+    low = tl.where(shift >= 32, 0, prefix << tl.minimum(shift, 31).to(tl.uint32))
+    below = tl.where(shift >= 32, 0xFFFFFFFF,
+                     (tl.full((), 1, tl.uint32) << tl.minimum(shift, 31).to(tl.uint32)) - 1)
+    return low.to(tl.uint32), (low | below).to(tl.uint32)
+
+
+@triton.jit
+def _digit_hist(key, m, shift, RADIX: tl.constexpr):
+    """Histogram of the digit at ``shift`` of the keys in ``m`` (which the caller holds to the
+    search's prefix)."""
     digit = ((key >> shift) & ((1 << RADIX) - 1)).to(tl.int32)
     return tl.histogram(digit, 1 << RADIX, mask=m)
 
@@ -599,15 +763,24 @@ def _pick_digit(hist, shift, prefix, k_rem, RADIX: tl.constexpr):
 
 @triton.jit
 def _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr, idx_stride1):
-    """Writes every candidate above the prefix and the first k_rem equal to it (column order)."""
+    """Writes every candidate above the prefix and the first k_rem equal to it (column order),
+    after ``taken`` slots, ``eq_seen`` equal ones having gone before. One prefix sum counts both
+    kinds (above in the low 16 bits, equal in the high ones: a tile of fewer than 32768): a
+    candidate's slot is ``taken`` plus those above before it plus the equal ones before it that
+    were taken, min(equal before, k_rem) - min(eq_seen, k_rem)."""
     top = _key_top(key, shift)
-    eq = (m & (top == prefix)).to(tl.int32)
-    eq_rank = eq_seen + tl.cumsum(eq, 0) - eq
-    take = (m & (top > prefix)) | ((eq == 1) & (eq_rank < k_rem))
-    t = take.to(tl.int32)
-    pos = taken + tl.cumsum(t, 0) - t
+    above = m & (top > prefix)
+    eq = m & (top == prefix)
+    packed = above.to(tl.int32) | (eq.to(tl.int32) << 16)
+    rank = tl.cumsum(packed, 0) - packed
+    eq_rank = eq_seen + (rank >> 16)
+    skipped = tl.minimum(eq_seen, k_rem)
+    pos = taken + (rank & 0xFFFF) + tl.minimum(eq_rank, k_rem) - skipped
+    take = above | (eq & (eq_rank < k_rem))
     tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, col, mask=take)
-    return taken + tl.sum(t, 0), eq_seen + tl.sum(eq, 0)
+    total = tl.sum(packed, 0)
+    eq_seen += total >> 16
+    return taken + (total & 0xFFFF) + tl.minimum(eq_seen, k_rem) - skipped, eq_seen
 
 
 @triton.jit
@@ -615,14 +788,16 @@ def _select_in_registers(row_ptr, stride1, ckey_ptr, ccol_ptr, n, b_star, from_r
                          k_rem, taken, out_ptr, idx_stride1, TILE: tl.constexpr,
                          RADIX: tl.constexpr, BITS: tl.constexpr):
     """The finishing select for at most TILE candidates, read once and kept in registers."""
-    key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, 0, n, b_star, 0, 0, from_row,
-                              TILE, BITS)
+    key, col, m = _candidates(row_ptr, stride1, ckey_ptr, ccol_ptr, tl.zeros((), tl.int32), n,
+                              b_star, 0, 0, from_row, TILE, BITS, False)
     shift, prefix = _start_digit(tl.min(tl.where(m, key, 0xFFFFFFFF), 0),
                                  tl.max(tl.where(m, key, 0), 0), RADIX)
     searching = (in_bin != k_rem) & (shift > 0)
     while searching:
         shift -= RADIX
-        prefix, k_rem, searching = _pick_digit(_digit_hist(key, m, shift, prefix, RADIX), shift,
+        p_lo, p_hi = _prefix_bounds(prefix, shift + RADIX)
+        in_prefix = m & (key >= p_lo) & (key <= p_hi)
+        prefix, k_rem, searching = _pick_digit(_digit_hist(key, in_prefix, shift, RADIX), shift,
                                                prefix, k_rem, RADIX)
     _write_taken(key, col, m, shift, prefix, k_rem, taken, tl.zeros((), dtype=tl.int32), out_ptr,
                  idx_stride1)
@@ -696,8 +871,9 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     words (zeroed here) are the row counters of the histogram and filter launches, every row's
     total coarse histogram, then every row's finish words: progress, ~lowest and highest
     candidate key, the work ticket, one arrival counter per stage, one digit histogram per
-    digit stage. Long rows (more than ``reg_tile`` columns) get ``finish_slices`` programs per
-    finish stage, or one program for all stages; short ones one program."""
+    digit stage; last, every row's bits that differ from its first value's. Long rows (more than
+    ``reg_tile`` columns) get ``finish_slices`` programs per finish stage, or one program for
+    all stages; short ones one program."""
     dev, n_cols = logits.device, logits.shape[1]
     chunk = chunk_size(num_rows, n_cols, plan)
     n_chunks = max(1, triton.cdiv(n_cols, chunk))
@@ -715,7 +891,8 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     ws = torch.empty(cand_at + 2 * num_rows * cap, dtype=torch.int32, device=dev)
     fin_at = 2 * num_rows + num_rows * nbins
     fin_words = 4 + levels + 3 + levels * (1 << plan.radix)
-    sync = torch.zeros(fin_at + num_rows * fin_words, dtype=torch.int32, device=dev)
+    bits_at = fin_at + num_rows * fin_words
+    sync = torch.zeros(bits_at + num_rows, dtype=torch.int32, device=dev)
     top_k, next_n = int(top_k), int(next_n)
     words, slot = errors if errors is not None else (torch.zeros(1, dtype=torch.int32, device=dev), 0)
     grid = (num_rows, n_chunks)
@@ -725,22 +902,28 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     select = dict(REG_TILE=plan.reg_tile, RADIX=plan.radix, SLOT_BLOCK=plan.slot_block,
                   BITS=bits, DECODE=decode)
     _coarse_hist[grid](*rows, sync, words, slot, stride0, stride1, next_n, n_cols, top_k,
-                       num_rows, n_chunks, chunk, info_at, offs_at, DECODE=decode,
-                       TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
-                       num_warps=plan.hist_warps)
+                       num_rows, n_chunks, chunk, info_at, offs_at, fin_at, fin_words, bits_at,
+                       DECODE=decode, TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
+                       ROW_BITS=plan.row_bits, num_warps=plan.hist_warps)
     _coarse_filter[grid](*rows, sync, indices, *strides, n_chunks, chunk, info_at, offs_at,
                          cand_at, cap, fin_at, fin_words, TILE=plan.filter_tile, SMALL_TILE=plan.small_tile,
-                         SPLIT_FINISH=split, **select, num_warps=plan.filter_warps)
+                         SPLIT_FINISH=split, ROW_BITS=plan.row_bits, **select,
+                         num_warps=plan.filter_warps, **_regs(plan.filter_regs))
     if split:
         _finish_rows[(num_rows,)](*rows, indices, *strides, info_at, cand_at, cap,
                                   SMALL_TILE=plan.small_tile, **select,
-                                  num_warps=plan.finish_warps)
+                                  num_warps=plan.finish_warps, **_regs(plan.finish_regs))
     if n_cols > plan.reg_tile:
         _finish_long[(num_rows * slices,)](*rows, sync, indices, *strides, info_at, cand_at, cap,
                                            state_at, counts_at, fin_at, fin_words, slices,
                                            TILE=plan.finish_tile, MAX_SLICES=MAX_SLICES,
                                            SLEEP=not triton_interpreted(), **select,
-                                           num_warps=plan.long_warps)
+                                           num_warps=plan.long_warps, **_regs(plan.long_regs))
+
+
+def _regs(cap: int | None) -> dict:
+    """The launch option capping a kernel's registers per thread, when the plan sets one."""
+    return {"maxnreg": cap} if cap else {}
 
 
 def _window_errors(logits, op: str, starts_name: str) -> tuple:
