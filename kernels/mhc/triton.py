@@ -18,6 +18,16 @@ counted on the ideal ones (hc_head: 96% and 52%). Beyond that ceiling the second
 from L2, that is within about 50 MB / 3 TB/s = 17 us of the first at full bandwidth, while a
 split-K program here streams 512 KB (128 tokens x 2048 columns) with a few hundred others.
 
+``mhc_fused_post_pre`` is ``mhc_post`` then ``mhc_pre`` (6.31 ms at T=65536 on the H100, the
+same as the two ops). A first kernel that feeds post's output tiles into pre's GEMM on chip (the
+residual read once there and once by ``_gates_and_mix``: 3.76 GB, about 1.25 ms, fewer) was
+written and passed the CPU suites on 2026-11-25, and lost on the H100: with every stream's
+residual tile loaded per output stream and software-pipelined, it asked for 337-723 KB of shared
+memory; unpipelined, 185-255 registers a thread (sm_90 compile; the bf16 MMA with its A operand
+in registers accounts for about 90 of them: 77-98 without it), and the one tile size that ran
+(32 tokens) took 25.6 ms. What it needs: the new residual tile staged through shared memory
+for the MMA, or warp specialisation (Gluon or CUDA).
+
 Batch invariance by construction: tile sizes come from the call's launch plan (``LaunchPlan``,
 never chosen by T) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
 is the same whatever else is in the batch. A different plan changes only the order of the
