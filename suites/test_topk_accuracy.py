@@ -86,21 +86,8 @@ reach the last three)."""
 @pytest.mark.parametrize("coarse_bits, radix", [(6, 5), (8, 4)])
 @pytest.mark.parametrize("finish", ["in the filter launch", "own launch"])
 def test_triton_finishing_paths_match_reference(path, data, coarse_bits, radix, finish):
-    import torch
-
-    from harness.core.registry import records
-    from harness.core.cases import Case
-    from harness.core.specs import get_spec
-    from kernels.topk.triton import LaunchPlan
-
-    impl = records(OPS[0]).get("triton")
-    if impl is None or not impl.available:
-        pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
-    plan = LaunchPlan(**SELECT_PATHS[path], coarse_bits=coarse_bits, radix=radix,
-                      split_finish=finish == "own launch")
-    case = Case(OPS[0], tokens=6, device="cuda" if torch.cuda.is_available() else "cpu", top_k=64,
-                context=3000, seqs=2, data=data)
-    ev = evaluate(get_spec(OPS[0]), impl, case, plan=plan)
+    ev = _triton_prefill_under_plan(data, **SELECT_PATHS[path], coarse_bits=coarse_bits,
+                                    radix=radix, split_finish=finish == "own launch")
     assert ev.passed, f"{path}, {data}: {ev.failures()}"
 
 
@@ -112,6 +99,14 @@ def test_triton_tie_rows_find_their_key_range_in_either_pass(data, row_bits):
     """Rows held whole by their threshold bin, read by the long-row finish: the bin's key range
     comes from the histogram pass's bit folds (``row_bits``) or from the filter's own pass, on
     positive and negative values (whose order keys are their complemented bits)."""
+    ev = _triton_prefill_under_plan(data, **SELECT_PATHS["long-row stages on the row (buffer overflow)"],
+                                    row_bits=row_bits)
+    assert ev.passed, f"{data}, row_bits={row_bits}: {ev.failures()}"
+
+
+def _triton_prefill_under_plan(data: str, **plan_fields):
+    """The Triton prefill op on 6 rows of up to 3000 columns (top_k 64) under a launch plan
+    (kernels.topk.triton.LaunchPlan with ``plan_fields``), judged against the reference."""
     import torch
 
     from harness.core.registry import records
@@ -122,12 +117,9 @@ def test_triton_tie_rows_find_their_key_range_in_either_pass(data, row_bits):
     impl = records(OPS[0]).get("triton")
     if impl is None or not impl.available:
         pytest.skip(f"triton top-k not available here: {getattr(impl, 'reason', 'unregistered')}")
-    plan = LaunchPlan(**SELECT_PATHS["long-row stages on the row (buffer overflow)"],
-                      row_bits=row_bits)
     case = Case(OPS[0], tokens=6, device="cuda" if torch.cuda.is_available() else "cpu", top_k=64,
                 context=3000, seqs=2, data=data)
-    ev = evaluate(get_spec(OPS[0]), impl, case, plan=plan)
-    assert ev.passed, f"{data}, row_bits={row_bits}: {ev.failures()}"
+    return evaluate(get_spec(OPS[0]), impl, case, plan=LaunchPlan(**plan_fields))
 
 
 @pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[6], top_k=[64], context=[3000], seqs=[2])
