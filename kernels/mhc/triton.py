@@ -18,6 +18,22 @@ counted on the ideal ones (hc_head: 96% and 52%). Beyond that ceiling the second
 from L2, that is within about 50 MB / 3 TB/s = 17 us of the first at full bandwidth, while a
 split-K program here streams 512 KB (128 tokens x 2048 columns) with a few hundred others.
 
+Neither way past it works here (2026-11-25; the first measured on the H100, the second counted):
+
+- **One launch, L2 handoff.** Work items were handed out by a ticket counter in chunk order: the
+  GEMM tiles of chunk g, then the weighted-sum items of chunk g - 1. Each item waited on a per-
+  chunk done count, so the launch could not deadlock. Its output was bitwise the two kernels'
+  under the interpreter, and for hc_head on the H100. It was swept over 64-128 tokens a chunk,
+  512-2048 columns a split, one program an item or 1-4 persistent programs an SM, and 1-4 chunks
+  of lag. Every setting ran 3.55-11 ms at T=65536, against 3.05 ms for the two kernels. Nsight
+  Compute counted 6.9-7.9 GB read from HBM where the streams once are 3.76 GB: the second read
+  still missed L2 (hit rate 22-35%). Programs that mix a GEMM tile with latency-bound per-token
+  sums keep too much data in flight between a byte's two reads.
+- **On chip.** A token's streams are 57 KB at H=7168, so an SM's 228 KB of shared memory holds
+  3 tokens. The GEMM would then fetch all of ``fn`` (2.75 MB) from L2 for every 3 tokens: 16
+  times the HBM bytes. Holding 64 tokens (3.7 MB) needs the shared memory of a 16-SM thread
+  block cluster, which Triton 3.6 does not expose (CUDA/CUTLASS does).
+
 ``mhc_fused_post_pre`` is ``mhc_post`` then ``mhc_pre`` (6.31 ms at T=65536 on the H100, the
 same as the two ops). A first kernel that feeds post's output tiles into pre's GEMM on chip (the
 residual read once there and once by ``_gates_and_mix``: 3.76 GB, about 1.25 ms, fewer) was
