@@ -32,6 +32,17 @@ back edge (heads in groups of 4: three of the four relus overlap an MMA; 255 reg
 it ran 160.0 us causal against 164.4 for this kernel in the same run, 279.8 against 292.1 full, and
 2.49 against 2.54 ms for 16384 causal: 2-4% faster, 59% of the roofline at 4096 causal, short of
 60%. The prototype is not in the repository.
+
+Where the causal time goes beyond the full case's rate (H100, 2026-11-25, same runs, bitwise equal
+outputs): the working tiles alone (the -inf tiles' programs returning without their store) take
+151-153 us at 4096 causal (62-63% of the roofline) against 160-166 us with the stores; the 992
+-inf tiles (32 MB) alone take 15 us as a kernel of their own. Nothing tried hid that store
+time: a persistent kernel taking tiles from a ticket counter, its -inf stores draining while the
+next tile computes, ran 180-194 us (at 16384, 2346 us against 2450 with three programs an
+SM, 2513 with two); the -inf tiles of a query block spread over that block's
+working programs (stores before or after their MMAs) 166-169 us; the -inf tiles as a second
+kernel on a concurrent stream 156-164 us at 4096 and 2418-2706 against 2539 us at 16384 (no
+steady gain); Q, K and the output through TMA descriptors 159-164 us.
 """
 
 from __future__ import annotations
