@@ -136,7 +136,8 @@ def main(argv=None) -> pd.DataFrame:
 
 
 def tune() -> None:
-    """Time the prefill kernel's tile shape and warps at 4096x4096 (full and causal windows)."""
+    """Time the prefill kernel's tile shape, key halves and warps at 4096x4096 (full and causal
+    windows)."""
     import itertools
 
     from kernels.sparse_indexer import triton as tk
@@ -147,9 +148,12 @@ def tune() -> None:
         q, (k, s), w = inputs["q"], inputs["kv"], inputs["weights"]
         ks, ke = inputs["cu_seqlen_ks"], inputs["cu_seqlen_ke"]
         out = torch.empty(4096, 4096, device="cuda")
-        for bm, bn, warps, stages in itertools.product((64, 128), (64, 128, 256), (4, 8), (2, 3, 4)):
-            plan = tk.LaunchPlan(block_m=bm, block_n=bn, warps=warps, stages=stages)
-            row = {"causal": causal, "BM": bm, "BN": bn, "warps": warps, "stages": stages}
+        for bm, bn, halves, warps, stages in itertools.product((64, 128), (64, 128, 256), (1, 2),
+                                                               (4, 8), (2, 3, 4)):
+            plan = tk.LaunchPlan(block_m=bm, block_n=bn, warps=warps, stages=stages,
+                                 key_halves=halves)
+            row = {"causal": causal, "BM": bm, "BN": bn, "halves": halves, "warps": warps,
+                   "stages": stages}
             try:
                 ms = time_ms(lambda plan=plan: tk.launch_mqa(q, k, s, w, ks, ke, out, False, plan),
                              warmup=3, rep=20)

@@ -72,3 +72,30 @@ def test_logits_do_not_depend_on_the_launch_plan(target, record):
     finding = config_invariance.check(target.spec, target.impl, target.case)
     record(finding.rows)
     assert finding.passed, finding.explain()
+
+
+@pytest.mark.implementation("triton")
+def test_prefill_key_block_width_never_changes_a_logit(device):
+    """The shipped prefill kernel takes key blocks of one or two halves by the call's size
+    (kernels.sparse_indexer.triton.key_halves_for), so a query's logits would depend on the rest
+    of the batch unless both widths give the same bits: compared bitwise on ragged windows (on a
+    GPU on fp8 tensor cores, with 64 heads)."""
+    import torch
+
+    from harness.core.cases import Case
+    from harness.core.registry import records
+    from harness.core.specs import get_spec
+    from kernels.sparse_indexer.triton import DEFAULT_PLAN
+
+    impl = records("fp8_mqa_logits").get("triton")
+    if impl is None or not impl.available:
+        pytest.skip(f"triton prefill logits not available here: {getattr(impl, 'reason', '')}")
+    gpu = device == "cuda"
+    spec = get_spec("fp8_mqa_logits")
+    inputs = spec.make_inputs(Case("fp8_mqa_logits", tokens=1000 if gpu else 70, device=device,
+                                   heads=64 if gpu else 4, seqs=3, context=3000 if gpu else 300))
+    one, two = (spec.call(impl.fn, inputs, plan=dataclasses.replace(DEFAULT_PLAN, key_halves=h))
+                for h in (1, 2))
+    assert torch.equal(one, two), (
+        f"two-half key blocks differ from one-half blocks in {(one != two).sum().item()} of "
+        f"{one.numel()} logits (NaN compares unequal: {one.isnan().sum().item()} NaN)")

@@ -43,6 +43,11 @@ SM, 2513 with two); the -inf tiles of a query block spread over that block's
 working programs (stores before or after their MMAs) 166-169 us; the -inf tiles as a second
 kernel on a concurrent stream 156-164 us at 4096 and 2418-2706 against 2539 us at 16384 (no
 steady gain); Q, K and the output through TMA descriptors 159-164 us.
+
+Big calls take key blocks of two halves (``_mqa_logits_wide``, chosen by ``key_halves_for``):
+every head's Q tile then serves 256 keys, half the L2 reads of Q per FLOP, the same bits.
+Through the op on the H100 (2026-11-25, ``bench_indexer.py``, two runs) 16384 causal took
+2.280 and 2.317 ms (68.3% and 66.8% of the roofline), against 2.44-2.56 ms before.
 """
 
 from __future__ import annotations
@@ -73,19 +78,21 @@ class LaunchPlan:
     ``benchmarks/bench_indexer.py --tune`` and ``--tune-paged``). Tiles decide which logits a
     program computes, not how: with an fp32 accumulator results must not depend on the plan (the
     knob ``plan``, swept by the config-invariance detector over PLANS; see _FP8_MMA_LOGITS for
-    the fp8 path)."""
+    the fp8 path). ``key_halves``: prefill key blocks of one or two ``block_n`` halves, or None
+    to choose by size (``key_halves_for``)."""
     block_m: int = 64
     block_n: int = 128
     warps: int = 4
     stages: int = 4
+    key_halves: int | None = None
     paged_warps: int = 4
     paged_stages: int = 5
     paged_programs: int = 512
 
 
 DEFAULT_PLAN = LaunchPlan()
-PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, paged_warps=8,
-                                  paged_stages=2, paged_programs=64))
+PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, key_halves=2,
+                                  paged_warps=8, paged_stages=2, paged_programs=64))
 
 
 @triton.jit
@@ -172,8 +179,7 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_
     """One program per (query block, key block of ``n_blocks``), key blocks fastest: the
     programs running at once share a few query blocks (BM x H x D each, the big operand) and all
     of K, so both come from L2 (query blocks fastest re-read all of Q from HBM for every key
-    block once Q outgrows L2). Error code (first key block's programs): 1 ke < ks, 2 ks < 0,
-    3 ke > N, with the block's last offending row."""
+    block once Q outgrows L2). Error code: see _flag_bad_windows."""
     pid_m, pid_n = tl.program_id(0) // n_blocks, tl.program_id(0) % n_blocks
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
@@ -181,10 +187,7 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_
     ks = tl.load(ks_ptr + rows, mask=row_ok, other=2147483647)
     ke = tl.load(ke_ptr + rows, mask=row_ok, other=0)
     if pid_n == 0:
-        code = tl.where(ke < ks, 1, tl.where(ks < 0, 2, tl.where(ke > N, 3, 0)))
-        word = tl.max(tl.where(row_ok & (code != 0), error_word(code, rows), 0), axis=0)
-        if word != 0:
-            tl.atomic_max(err_ptr + err_slot, word)
+        _flag_bad_windows(ks, ke, rows, row_ok, N, err_ptr, err_slot)
     visible = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
     out_ptrs = out_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
     store_ok = row_ok[:, None] & col_ok[None, :]
@@ -204,6 +207,67 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_
         s = _dot(q, kt, DOT)
         acc += tl.maximum(s, 0.0) * w[:, None]
     tl.store(out_ptrs, tl.where(visible, acc * k_scale[None, :], float("-inf")), mask=store_ok)
+
+
+@triton.jit(do_not_specialize=["err_slot"])
+def _mqa_logits_wide(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_ptr, err_slot,
+                     M, N, H, n_blocks, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                     DOT: tl.constexpr):
+    """``_mqa_logits`` over key blocks of 2 x BN keys: each head's Q tile (read from L2 for every
+    head) serves both halves, half the L2 reads of Q per FLOP, and each half is its own BN-wide
+    MMA, so the logits are the narrow kernel's bits. Kept apart from it, line for line as timed:
+    at 255 registers, layouts that merely moved a pointer computation or shared the narrow
+    kernel's body ran 3-9% slower on the H100."""
+    pid_m, pid_n = tl.program_id(0) // n_blocks, tl.program_id(0) % n_blocks
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * 2 * BN + tl.arange(0, BN)
+    cols2 = cols + BN
+    row_ok, col_ok, col2_ok = rows < M, cols < N, cols2 < N
+    ks = tl.load(ks_ptr + rows, mask=row_ok, other=2147483647)
+    ke = tl.load(ke_ptr + rows, mask=row_ok, other=0)
+    if pid_n == 0:
+        _flag_bad_windows(ks, ke, rows, row_ok, N, err_ptr, err_slot)
+    out_ptrs = out_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+    store_ok = row_ok[:, None] & col_ok[None, :]
+    store2_ok = row_ok[:, None] & col2_ok[None, :]
+    lo, hi = tl.min(ks, axis=0), tl.max(ke, axis=0)
+    if (pid_n * 2 * BN >= hi) | (pid_n * 2 * BN + 2 * BN <= lo):
+        tl.store(out_ptrs, tl.full((BM, BN), float("-inf"), tl.float32), mask=store_ok)
+        tl.store(out_ptrs + BN, tl.full((BM, BN), float("-inf"), tl.float32), mask=store2_ok)
+        return
+    d = tl.arange(0, D)
+    k = tl.load(k_ptr + cols[:, None].to(tl.int64) * D + d[None, :], mask=col_ok[:, None], other=0.0)
+    k2 = tl.load(k_ptr + cols2[:, None].to(tl.int64) * D + d[None, :], mask=col2_ok[:, None],
+                 other=0.0)
+    kt = tl.trans(k)
+    kt2 = tl.trans(k2)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc2 = tl.zeros((BM, BN), dtype=tl.float32)
+    q_rows = q_ptr + rows[:, None].to(tl.int64) * (H * D) + d[None, :]
+    for h in range(H):
+        q = tl.load(q_rows + h * D, mask=row_ok[:, None], other=0.0)
+        w = tl.load(w_ptr + rows.to(tl.int64) * H + h, mask=row_ok, other=0.0)
+        s = _dot(q, kt, DOT)
+        acc += tl.maximum(s, 0.0) * w[:, None]
+        s2 = _dot(q, kt2, DOT)
+        acc2 += tl.maximum(s2, 0.0) * w[:, None]
+    k_scale = tl.load(ks_scale_ptr + cols, mask=col_ok, other=0.0)
+    visible = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
+    tl.store(out_ptrs, tl.where(visible, acc * k_scale[None, :], float("-inf")), mask=store_ok)
+    k_scale2 = tl.load(ks_scale_ptr + cols2, mask=col2_ok, other=0.0)
+    visible2 = (cols2[None, :] >= ks[:, None]) & (cols2[None, :] < ke[:, None])
+    tl.store(out_ptrs + BN, tl.where(visible2, acc2 * k_scale2[None, :], float("-inf")),
+             mask=store2_ok)
+
+
+@triton.jit
+def _flag_bad_windows(ks, ke, rows, row_ok, N, err_ptr, err_slot):
+    """Error word of a query block's windows (its first key block's program): code 1 ke < ks,
+    2 ks < 0, 3 ke > N, with the block's last offending row."""
+    code = tl.where(ke < ks, 1, tl.where(ks < 0, 2, tl.where(ke > N, 3, 0)))
+    word = tl.max(tl.where(row_ok & (code != 0), error_word(code, rows), 0), axis=0)
+    if word != 0:
+        tl.atomic_max(err_ptr + err_slot, word)
 
 
 @triton.jit(do_not_specialize=["err_slot"])
@@ -343,11 +407,37 @@ def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPla
     (m, heads, d), n = q.shape, k.shape[0]
     words, slot = errors if errors is not None else (
         torch.zeros(1, dtype=torch.int32, device=q.device), 0)
-    n_blocks = max(1, triton.cdiv(n, plan.block_n))
-    _mqa_logits[(triton.cdiv(m, plan.block_m) * n_blocks,)](
+    halves = plan.key_halves or key_halves_for(m, n, plan, q.device)
+    n_blocks = max(1, triton.cdiv(n, halves * plan.block_n))
+    kernel = _mqa_logits_wide if halves == 2 else _mqa_logits
+    kernel[(triton.cdiv(m, plan.block_m) * n_blocks,)](
         q, k, k_scale, weights, ks, ke, out, words, slot, m, n, heads, n_blocks, D=d,
         BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact), num_warps=plan.warps,
         num_stages=plan.stages)
+
+
+WIDE_FROM_WAVES = 8
+"""Two-half key blocks from this many waves of them (2 programs an SM) over full windows. On the
+H100 (2026-11-25, CUDA-graph replays, same bits) they ran 4096 full in 263-268 us against 285-291
+for one-half blocks, 8192 causal in 581-602 against 636-639 and 16384 causal in 2241-2307 against
+2439-2522, but 4096 causal in 189 against 161: its 544 working blocks fill 2.06 waves, so the
+third runs almost empty. A causal window halves the working blocks; from 8 full-window waves it
+still leaves 4, while 4096 x 4096 (3.9 waves) keeps one-half blocks."""
+
+
+def key_halves_for(m: int, n: int, plan: LaunchPlan, device: torch.device) -> int:
+    """Key halves of a prefill call of ``m`` queries and ``n`` keys: 2 for big calls (see
+    WIDE_FROM_WAVES). Either choice gives the same logits."""
+    wide_blocks = triton.cdiv(m, plan.block_m) * triton.cdiv(n, 2 * plan.block_n)
+    return 2 if wide_blocks >= WIDE_FROM_WAVES * 2 * _multiprocessors(device) else 1
+
+
+def _multiprocessors(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; the H100's 132 elsewhere (the CPU
+    interpreter, where the count only sets which calls take two-half key blocks)."""
+    if device.type != "cuda":
+        return 132
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def paged_splits(batch: int, column_blocks: int, plan: LaunchPlan) -> int:
