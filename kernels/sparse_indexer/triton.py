@@ -202,10 +202,8 @@ def _mqa_logits(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr, err_
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     q_rows = q_ptr + rows[:, None].to(tl.int64) * (H * D) + d[None, :]
     for h in range(H):
-        q = tl.load(q_rows + h * D, mask=row_ok[:, None], other=0.0)
-        w = tl.load(w_ptr + rows.to(tl.int64) * H + h, mask=row_ok, other=0.0)
-        s = _dot(q, kt, DOT)
-        acc += tl.maximum(s, 0.0) * w[:, None]
+        q, w = _head_operands(q_rows, w_ptr, rows, row_ok, h, H, D)
+        acc = _add_head(acc, q, kt, w, DOT)
     tl.store(out_ptrs, tl.where(visible, acc * k_scale[None, :], float("-inf")), mask=store_ok)
 
 
@@ -245,12 +243,9 @@ def _mqa_logits_wide(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr,
     acc2 = tl.zeros((BM, BN), dtype=tl.float32)
     q_rows = q_ptr + rows[:, None].to(tl.int64) * (H * D) + d[None, :]
     for h in range(H):
-        q = tl.load(q_rows + h * D, mask=row_ok[:, None], other=0.0)
-        w = tl.load(w_ptr + rows.to(tl.int64) * H + h, mask=row_ok, other=0.0)
-        s = _dot(q, kt, DOT)
-        acc += tl.maximum(s, 0.0) * w[:, None]
-        s2 = _dot(q, kt2, DOT)
-        acc2 += tl.maximum(s2, 0.0) * w[:, None]
+        q, w = _head_operands(q_rows, w_ptr, rows, row_ok, h, H, D)
+        acc = _add_head(acc, q, kt, w, DOT)
+        acc2 = _add_head(acc2, q, kt2, w, DOT)
     k_scale = tl.load(ks_scale_ptr + cols, mask=col_ok, other=0.0)
     visible = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
     tl.store(out_ptrs, tl.where(visible, acc * k_scale[None, :], float("-inf")), mask=store_ok)
@@ -258,6 +253,20 @@ def _mqa_logits_wide(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr,
     visible2 = (cols2[None, :] >= ks[:, None]) & (cols2[None, :] < ke[:, None])
     tl.store(out_ptrs + BN, tl.where(visible2, acc2 * k_scale2[None, :], float("-inf")),
              mask=store2_ok)
+
+
+@triton.jit
+def _head_operands(q_rows, w_ptr, rows, row_ok, h, H, D: tl.constexpr):
+    """Head ``h``'s query tile and weights of a query block."""
+    q = tl.load(q_rows + h * D, mask=row_ok[:, None], other=0.0)
+    w = tl.load(w_ptr + rows.to(tl.int64) * H + h, mask=row_ok, other=0.0)
+    return q, w
+
+
+@triton.jit
+def _add_head(acc, q, kt, w, DOT: tl.constexpr):
+    """``acc`` plus one head's weighted relu scores."""
+    return acc + tl.maximum(_dot(q, kt, DOT), 0.0) * w[:, None]
 
 
 @triton.jit
