@@ -431,7 +431,10 @@ H100 (2026-11-25, CUDA-graph replays, same bits) they ran 4096 full in 263-268 u
 for one-half blocks, 8192 causal in 581-602 against 636-639 and 16384 causal in 2241-2307 against
 2439-2522, but 4096 causal in 189 against 161: its 544 working blocks fill 2.06 waves, so the
 third runs almost empty. A causal window halves the working blocks; from 8 full-window waves it
-still leaves 4, while 4096 x 4096 (3.9 waves) keeps one-half blocks."""
+still leaves 4, while 4096 x 4096 (3.9 waves) keeps one-half blocks. One launch of both kinds
+(two-half blocks for the first 50-87.5% of the query blocks, one-half for the rest, so the last
+wave is fine-grained) was slower at every split: 4096 causal 173-178 us, 4096 full 283-288,
+16384 causal 2418-2558 (the two paths in one kernel compile worse than either alone)."""
 
 
 def key_halves_for(m: int, n: int, plan: LaunchPlan, device: torch.device) -> int:
