@@ -121,6 +121,15 @@ def test_quantisation_rejects_bad_arguments(device):
             fn(k.view(4, 1, HEAD_DIM), torch.ones(4, 2, device=device), 0.1)
 
 
+
+def test_launch_plan_rejects_an_unknown_key_block_width():
+    """A key block width the prefill kernels do not have would launch the wrong grid: the plan
+    refuses it when it is made."""
+    from kernels.sparse_indexer.triton import LaunchPlan
+
+    with pytest.raises(ValueError, match="key_halves must be None"):
+        LaunchPlan(key_halves=4)
+
 def _reverse_head_order(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
     """Correct, but sums the heads last-to-first in float64: only rounding differs."""
     k, scale = kv

@@ -89,6 +89,11 @@ class LaunchPlan:
     paged_stages: int = 5
     paged_programs: int = 512
 
+    def __post_init__(self):
+        if self.key_halves not in (None, 1, 2):
+            raise ValueError(f"LaunchPlan.key_halves must be None (by size), 1 or 2, got "
+                             f"{self.key_halves!r}")
+
 
 DEFAULT_PLAN = LaunchPlan()
 PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, key_halves=2,
