@@ -47,7 +47,9 @@ steady gain); Q, K and the output through TMA descriptors 159-164 us.
 Big calls take key blocks of two halves (``_mqa_logits_wide``, chosen by ``key_halves_for``):
 every head's Q tile then serves 256 keys, half the L2 reads of Q per FLOP, the same bits.
 Through the op on the H100 (2026-11-25, ``bench_indexer.py``, two runs) 16384 causal took
-2.280 and 2.317 ms (68.3% and 66.8% of the roofline), against 2.44-2.56 ms before.
+2.280 and 2.317 ms (68.3% and 66.8% of the roofline), against 2.44-2.56 ms before. Both
+kernels keep the source layout that timed fastest: in the one-half kernel, moving the window mask
+or the key scales after the head loop ran 0-4% slower (4096², three runs each, same bits).
 """
 
 from __future__ import annotations
