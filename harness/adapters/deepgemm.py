@@ -11,16 +11,13 @@ from __future__ import annotations
 import importlib
 
 from harness.adapters.base import Adapter
+from harness.core.device import multiprocessors
 
 LOGITS_OPS = ("fp8_mqa_logits", "fp8_paged_mqa_logits")
 
 
 def num_sms(tensor) -> int:
-    import torch
-
-    if tensor.is_cuda:
-        return torch.cuda.get_device_properties(tensor.device).multi_processor_count
-    return 1
+    return multiprocessors(tensor.device) or 1
 
 
 def deepgemm_logits(dg) -> dict:

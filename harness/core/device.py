@@ -21,6 +21,13 @@ def default_device() -> str:
     return "cuda" if has_gpu() else "cpu"
 
 
+def multiprocessors(device: torch.device) -> int | None:
+    """Streaming multiprocessors of a CUDA (or ROCm) device; None for any other device."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def triton_interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 

@@ -61,7 +61,7 @@ import triton
 import triton.language as tl
 
 from harness.core import deferred
-from harness.core.device import triton_interpreted, triton_unavailable_reason
+from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
 from harness.core.registry import register
 from kernels.sparse_indexer import validate
 
@@ -262,6 +262,10 @@ def _mqa_logits_wide(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr,
              mask=store2_ok)
 
 
+_PREFILL_KERNELS = {1: _mqa_logits, 2: _mqa_logits_wide}
+"""The prefill logits kernel of each key block width (``LaunchPlan.key_halves``)."""
+
+
 @triton.jit
 def _head_operands(q_rows, w_ptr, rows, row_ok, h, H, D: tl.constexpr):
     """Head ``h``'s query tile and weights of a query block."""
@@ -425,8 +429,7 @@ def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPla
         torch.zeros(1, dtype=torch.int32, device=q.device), 0)
     halves = plan.key_halves or key_halves_for(m, n, plan, q.device)
     n_blocks = max(1, triton.cdiv(n, halves * plan.block_n))
-    kernel = _mqa_logits_wide if halves == 2 else _mqa_logits
-    kernel[(triton.cdiv(m, plan.block_m) * n_blocks,)](
+    _PREFILL_KERNELS[halves][(triton.cdiv(m, plan.block_m) * n_blocks,)](
         q, k, k_scale, weights, ks, ke, out, words, slot, m, n, heads, n_blocks, D=d,
         BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact), num_warps=plan.warps,
         num_stages=plan.stages)
@@ -448,15 +451,13 @@ def key_halves_for(m: int, n: int, plan: LaunchPlan, device: torch.device) -> in
     """Key halves of a prefill call of ``m`` queries and ``n`` keys: 2 for big calls (see
     WIDE_FROM_WAVES). Either choice gives the same logits."""
     wide_blocks = triton.cdiv(m, plan.block_m) * triton.cdiv(n, 2 * plan.block_n)
-    return 2 if wide_blocks >= WIDE_FROM_WAVES * 2 * _multiprocessors(device) else 1
+    sms = multiprocessors(device) or H100_MULTIPROCESSORS
+    return 2 if wide_blocks >= WIDE_FROM_WAVES * 2 * sms else 1
 
 
-def _multiprocessors(device: torch.device) -> int:
-    """Streaming multiprocessors of a CUDA device; the H100's 132 elsewhere (the CPU
-    interpreter, where the count only sets which calls take two-half key blocks)."""
-    if device.type != "cuda":
-        return 132
-    return torch.cuda.get_device_properties(device).multi_processor_count
+H100_MULTIPROCESSORS = 132
+"""The count ``key_halves_for`` assumes off a GPU (the CPU interpreter), where it only sets which
+calls take two-half key blocks."""
 
 
 def paged_splits(batch: int, column_blocks: int, plan: LaunchPlan) -> int:
