@@ -69,14 +69,16 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     try:
         capture(graph, fn)
     except Exception:
+        deferred.forget_captured()
         return Timing(eager_ms(fn, warmup, rep), "eager", host_us)
+    try:
+        flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+        estimate = statistics.mean(_replays_ms(graph, flush, 5))
+        _replays_ms(graph, flush, max(1, int(warmup / max(estimate, 1e-3))))
+        reps = min(1000, max(5, int(rep / max(estimate, 1e-3))))
+        return Timing(statistics.median(_replays_ms(graph, flush, reps)), "graph", host_us)
     finally:
         deferred.forget_captured()
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    estimate = statistics.mean(_replays_ms(graph, flush, 5))
-    _replays_ms(graph, flush, max(1, int(warmup / max(estimate, 1e-3))))
-    reps = min(1000, max(5, int(rep / max(estimate, 1e-3))))
-    return Timing(statistics.median(_replays_ms(graph, flush, reps)), "graph", host_us)
 
 
 def _host_us(fn: Callable[[], object]) -> float:

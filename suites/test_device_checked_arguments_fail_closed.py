@@ -70,3 +70,43 @@ def test_an_error_left_unread_fails_the_test_that_left_it_not_the_next():
     with pytest.raises(ContractError, match="left unread by this test.*token 5 past the cache"):
         deferred.raise_left_behind()
     deferred.raise_pending()
+
+
+@pytest.fixture
+def cpu_pool(monkeypatch):
+    """A device ring on the CPU: the captured-word pool's bookkeeping without a GPU (on a GPU,
+    ``test_cuda_graph_replay`` drives it through real graphs)."""
+    device = torch.device("cpu")
+    monkeypatch.setitem(deferred._RINGS, device, deferred._Ring(device))
+    yield device
+    deferred.forget_captured()
+
+
+def test_a_captured_calls_error_stays_until_a_check_reads_it(cpu_pool):
+    """No replay zeroes a pooled word (``atomic_max`` never lowers it), so a clean replay after
+    a bad one cannot hide it; the check that reads it zeroes it."""
+    explain = deferred.explainer({1: "slot of token {row} past the cache"})
+    words, index = deferred.claim_captured(cpu_pool, explain)
+    words[index] = deferred.pack(1, 5)
+    with pytest.raises(ContractError, match="token 5 past the cache"):
+        deferred.raise_pending()
+    deferred.raise_pending()
+
+
+def test_captured_words_are_handed_out_again_only_zeroed_after_their_graphs_go(cpu_pool):
+    explain = deferred.explainer({1: "slot of token {row} past the cache"})
+    (pool, first), (same_pool, second) = (deferred.claim_captured(cpu_pool, explain)
+                                          for _ in range(2))
+    assert same_pool is pool and first != second
+    pool[first] = deferred.pack(1, 5)
+    deferred.forget_captured()
+    again, index = deferred.claim_captured(cpu_pool, explain)
+    assert again is pool and index == first and int(pool[index]) == 0
+
+
+def test_a_used_up_pool_gives_a_word_of_the_graph_itself(cpu_pool, monkeypatch):
+    monkeypatch.setattr(deferred, "CAPTURED", 1)
+    explain = deferred.explainer({1: "slot of token {row} past the cache"})
+    pool, _ = deferred.claim_captured(cpu_pool, explain)
+    word, index = deferred.claim_captured(cpu_pool, explain)
+    assert word is not pool and word.numel() == 1 and index == 0 and int(word[0]) == 0
