@@ -42,7 +42,15 @@ next tile computes, ran 180-194 us (at 16384, 2346 us against 2450 with three pr
 SM, 2513 with two); the -inf tiles of a query block spread over that block's
 working programs (stores before or after their MMAs) 166-169 us; the -inf tiles as a second
 kernel on a concurrent stream 156-164 us at 4096 and 2418-2706 against 2539 us at 16384 (no
-steady gain); Q, K and the output through TMA descriptors 159-164 us.
+steady gain); Q, K and the output through TMA descriptors 159-164 us. Nor did these (2026-11-25,
+three runs each, same bits, against 162-164 us and 150-154 us without the -inf stores): each
+working program storing the -inf tile of its point reflection in the grid (one each, balanced)
+before or after its MMAs, 164-166 us; that tile stored a row per head inside the head loop,
+166 us (and 4% slower at 4096 full, where no row is stored); query blocks visited in the order
+first, last, second, ... so -inf and working programs interleave, 162 us; the -inf tiles of 2,
+4, 8 or 16 neighbouring key blocks stored by one program, 161-163, 164, 165 and 169 us. The
+stores cost their bytes wherever they go, as if the L2 traffic (Q's tiles, 0.5 GB at 4096
+causal, and the logits) bounded the kernel.
 
 Big calls take key blocks of two halves (``_mqa_logits_wide``, chosen by ``key_halves_for``):
 every head's Q tile then serves 256 keys, half the L2 reads of Q per FLOP, the same bits.
