@@ -74,13 +74,12 @@ class _Ring:
         self.captured = torch.zeros(CAPTURED, dtype=torch.int32, device=device)
         self.captured_used = 0
 
-    def claim_captured(self, explain: Callable[[int], str]) -> tuple[Any, int] | None:
-        """A word of the captured pool, or None when it is used up."""
+    def claim_captured(self) -> int | None:
+        """The index of a free word of the captured pool, or None when it is used up."""
         if self.captured_used == CAPTURED:
             return None
         index, self.captured_used = self.captured_used, self.captured_used + 1
-        _CAPTURED.append((self.captured[index:index + 1], explain))
-        return self.captured, index
+        return index
 
     def release_captured(self) -> None:
         self.captured[:self.captured_used].zero_()
@@ -130,12 +129,11 @@ def claim_captured(device, explain: Callable[[int], str]) -> tuple[Any, int]:
     import torch
 
     ring = _RINGS.get(torch.device(device))
-    pooled = ring.claim_captured(explain) if ring is not None else None
-    if pooled is not None:
-        return pooled
-    word = torch.zeros(1, dtype=torch.int32, device=device)
-    _CAPTURED.append((word, explain))
-    return word, 0
+    index = ring.claim_captured() if ring is not None else None
+    words, index = ((ring.captured, index) if index is not None
+                    else (torch.zeros(1, dtype=torch.int32, device=device), 0))
+    _CAPTURED.append((words[index:index + 1], explain))
+    return words, index
 
 
 def launched(words, index: int, explain: Callable[[int], str]) -> None:
