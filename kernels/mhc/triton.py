@@ -18,7 +18,8 @@ counted on the ideal ones (hc_head: 96% and 52%). Beyond that ceiling the second
 from L2, that is within about 50 MB / 3 TB/s = 17 us of the first at full bandwidth, while a
 split-K program here streams 512 KB (128 tokens x 2048 columns) with a few hundred others.
 
-Neither way past it works here (2026-11-25; the first measured on the H100, the second counted):
+None of the ways past it works here (2026-11-25; the first two measured on the H100, the third
+counted):
 
 - **One launch, L2 handoff.** Work items were handed out by a ticket counter in chunk order: the
   GEMM tiles of chunk g, then the weighted-sum items of chunk g - 1. Each item waited on a per-
@@ -29,6 +30,11 @@ Neither way past it works here (2026-11-25; the first measured on the H100, the 
   Compute counted 6.9-7.9 GB read from HBM where the streams once are 3.76 GB: the second read
   still missed L2 (hit rate 22-35%). Programs that mix a GEMM tile with latency-bound per-token
   sums keep too much data in flight between a byte's two reads.
+- **Token chunks small enough for L2, one launch pair each.** The two kernels run on 128-2048
+  tokens at a time (7-117 MB of streams), split-K at 256-2048 columns so a chunk still fills the
+  SMs: 3.6-16 ms at T=65536 against 3.05 ms. A chunk that L2 can hold (256 tokens, 15 MB) takes
+  about 30 us where its bytes need 5 us: two small grids a chunk spend their time filling and
+  draining the SMs.
 - **On chip.** A token's streams are 57 KB at H=7168, so an SM's 228 KB of shared memory holds
   3 tokens. The GEMM would then fetch all of ``fn`` (2.75 MB) from L2 for every 3 tokens: 16
   times the HBM bytes. Holding 64 tokens (3.7 MB) needs the shared memory of a 16-SM thread
@@ -42,7 +48,14 @@ residual tile loaded per output stream and software-pipelined, it asked for 337-
 memory; unpipelined, 185-255 registers a thread (sm_90 compile; the bf16 MMA with its A operand
 in registers accounts for about 90 of them: 77-98 without it), and the one tile size that ran
 (32 tokens) took 25.6 ms. What it needs: the new residual tile staged through shared memory
-for the MMA, or warp specialisation (Gluon or CUDA).
+for the MMA, or warp specialisation (Gluon or CUDA). A second design (2026-11-25, H100, T=65536;
+its new residual bitwise the two ops' under the interpreter, up to 0.06 apart on the H100) took a
+64-token tile of all four streams per program, ``fn`` pre-split into bf16 parts, and one K=128 MMA
+a part per 32 columns: 7.03-10.5 ms against 6.31. Triton computed the tile once per layout that
+used it (the coalesced store, the sum of squares, the MMA's A operand: 255 registers and spills);
+written out and read back from L2 for the MMA instead, the tile needed 155-252 registers and the
+GEMM still ran after the loads rather than under them (7.03 ms at best; the same kernel without its
+MMAs 6.31). Tiles of one stream at a time, 2D, did worse (12.2-18.7 ms).
 
 Batch invariance by construction: tile sizes come from the call's launch plan (``LaunchPlan``,
 never chosen by T) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
