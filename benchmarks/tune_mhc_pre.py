@@ -1,8 +1,10 @@
 """Tuning sweep (prints a table): the two mhc_pre kernels timed separately under candidate
 launch plans (``kernels.mhc.triton.LaunchPlan``).
 
-The shipped config must be one constant for all T (batch invariance), so this times each
-candidate at T=8192 and T=65536 and the choice goes into ``DEFAULT_PLAN`` by hand. Each kernel is
+The shipped plan is one constant for all T (its K split sets a token's bits; only the token
+tile and the second kernel's spread over H follow T, see ``kernels.mhc.triton``), so this times
+each candidate at T=8192 and T=65536 and the choice goes into ``DEFAULT_PLAN`` by hand (at
+T=8192 on the H100 a candidate's 128-row tile runs as 64 rows: ``_gemm_block_t``). Each kernel is
 timed as the benchmarks time a call (``common.timed``: a CUDA-graph replay with L2 flushed), so
 small T measures the GPU rather than the host's launch. On the H100 (2026-11-24, then timed
 eagerly) both kernels of the shipped plan sit near the copy bandwidth at T=65536 (GEMM

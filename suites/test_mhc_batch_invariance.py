@@ -14,3 +14,42 @@ def test_token_output_independent_of_batch(target, record):
     finding = batch_invariance.check(target.spec, target.impl, case)
     record(finding.rows)
     assert finding.passed, finding.explain()
+
+
+@pytest.mark.implementation("triton")
+@pytest.mark.parametrize("op", ("mhc_pre", "hc_head"))
+def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
+    """The shipped mHC kernels choose two launch shapes by T (kernels.mhc.triton): the GEMM's
+    token tile (``_gemm_block_t``, 64 or 128 rows) and how many programs share a token's weighted
+    sum (``_h_parts``). A token's outputs would follow the batch unless every combination gives
+    the same bits: each is forced in turn and compared bitwise (on a GPU on bf16 tensor cores)."""
+    import dataclasses
+
+    import torch
+
+    from harness.core.cases import Case
+    from harness.core.registry import records
+    from harness.core.specs import get_spec
+    from kernels.mhc import triton as mhc_triton
+
+    impl = records(op).get("triton")
+    if impl is None or not impl.available:
+        pytest.skip(f"triton {op} not available here: {getattr(impl, 'reason', '')}")
+    gpu = device == "cuda"
+    spec = get_spec(op)
+    inputs = spec.make_inputs(Case(op, tokens=300 if gpu else 3, hidden=4096 if gpu else 256,
+                                   device=device))
+    plan = dataclasses.replace(mhc_triton.DEFAULT_PLAN, block_h=1024 if gpu else 64)
+    outputs = {}
+    for tile in (mhc_triton.SMALL_BLOCK_T, mhc_triton.DEFAULT_PLAN.block_t):
+        for parts in (1, 4):
+            monkeypatch.setattr(mhc_triton, "_gemm_block_t", lambda *_, tile=tile: tile)
+            monkeypatch.setattr(mhc_triton, "_h_parts", lambda *_, parts=parts: parts)
+            label = f"{tile}-row tile, {parts} program{'s' if parts > 1 else ''} a token"
+            outputs[label] = spec.run(impl.fn, inputs, plan=plan)
+    (first_label, first), *others = outputs.items()
+    for label, out in others:
+        for name in spec.outputs:
+            assert torch.equal(out[name], first[name]), (
+                f"{name} with a {label} differs from the {first_label} in "
+                f"{(out[name] != first[name]).sum().item()} of {out[name].numel()} values")

@@ -57,10 +57,15 @@ written out and read back from L2 for the MMA instead, the tile needed 155-252 r
 GEMM still ran after the loads rather than under them (7.03 ms at best; the same kernel without its
 MMAs 6.31). Tiles of one stream at a time, 2D, did worse (12.2-18.7 ms).
 
-Batch invariance by construction: tile sizes come from the call's launch plan (``LaunchPlan``,
-never chosen by T) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
-is the same whatever else is in the batch. A different plan changes only the order of the
-GEMM's fp32 additions: the knob ``plan`` is swept by the config-invariance detector (PLANS).
+Batch invariance by construction: the split of K and the K tile come from the call's launch
+plan (``LaunchPlan``) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
+is the same whatever else is in the batch. Two launch shapes do follow T, because neither changes
+a row's arithmetic: the GEMM's token tile (``_gemm_block_t``: 64 rows while 128 would leave the
+SMs short of programs) and the number of programs a token's weighted sum is spread over
+(``_h_parts``: a decode batch would otherwise walk H with one program a token). Both shapes are
+run against each other bitwise by the suites, and the batch-invariance detector compares T=1
+with large batches. A different plan changes only the order of the GEMM's fp32 additions: the knob
+``plan`` is swept by the config-invariance detector (PLANS).
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.core.device import triton_interpreted, triton_unavailable_reason
+from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
 from harness.core.registry import register
 from kernels.mhc import validate
 from kernels.triton_utils import dot_bf16, to_bf16_rtne
@@ -82,7 +87,8 @@ from kernels.triton_utils import dot_bf16, to_bf16_rtne
 class LaunchPlan:
     """The launch constants of one call (the default was tuned on the H100 with
     ``benchmarks/tune_mhc_pre.py``). ``precision`` "bf16x3" keeps the GEMM fp32-accurate on bf16
-    tensor cores; any other value is passed to ``tl.dot`` (the tuner's "tf32x3")."""
+    tensor cores; any other value is passed to ``tl.dot`` (the tuner's "tf32x3"). ``block_t`` is
+    the GEMM's token tile where the grid fills the GPU (``_gemm_block_t``)."""
     block_t: int = 128
     block_k: int = 64
     gemm_warps: int = 4
@@ -155,11 +161,15 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
 
 @triton.jit
 def _gates_and_mix(mix_ptr, sq_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, comb_ptr,
-                   T, H, n_splits, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_repeat,
-                   M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
+                   T, H, h_per_program, n_splits, rms_eps, pre_eps, sinkhorn_eps, post_mult,
+                   sinkhorn_repeat, M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
                    HEAD: tl.constexpr, BLOCK_H: tl.constexpr):
-    """HEAD=False: mhc_pre epilogue (pre, post, comb, layer_input); HEAD=True: hc_head."""
+    """HEAD=False: mhc_pre epilogue (pre, post, comb, layer_input); HEAD=True: hc_head.
+    Program (t, p) writes ``layer_input[t, p*h_per_program:(p+1)*h_per_program]``; every
+    program of a token computes its gates with the same instructions (the same bits), and the
+    first one stores post and comb."""
     t = tl.program_id(0).to(tl.int64)
+    part = tl.program_id(1)
     i = tl.arange(0, M_PAD)
     j = tl.arange(0, M_PAD)
     i_ok = i < M
@@ -181,7 +191,7 @@ def _gates_and_mix(mix_ptr, sq_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_
     if not HEAD:
         post = tl.sigmoid(post_raw * rms * tl.load(scale_ptr + 1)
                           + tl.load(base_ptr + M + i, mask=i_ok)) * post_mult
-        tl.store(post_ptr + t * M + i, post, mask=i_ok)
+        tl.store(post_ptr + t * M + i, post, mask=i_ok & (part == 0))
         logits = comb_raw * rms * tl.load(scale_ptr + 2) + tl.load(
             base_ptr + 2 * M + i[:, None] * M + j[None, :], mask=ij_ok, other=0.0)
         logits = tl.where(ij_ok, logits, float("-inf"))
@@ -192,10 +202,12 @@ def _gates_and_mix(mix_ptr, sq_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_
         for _ in range(1, sinkhorn_repeat):
             c = c / (tl.sum(c, axis=1)[:, None] + sinkhorn_eps)
             c = c / (tl.sum(c, axis=0)[None, :] + sinkhorn_eps)
-        tl.store(comb_ptr + t * M * M + i[:, None] * M + j[None, :], c, mask=ij_ok)
+        tl.store(comb_ptr + t * M * M + i[:, None] * M + j[None, :], c, mask=ij_ok & (part == 0))
     hs = tl.arange(0, BLOCK_H)
-    for h0 in range(0, H, BLOCK_H):
-        h_ok = h0 + hs < H
+    h_begin = part * h_per_program
+    h_end = tl.minimum(h_begin + h_per_program, H)
+    for h0 in range(h_begin, h_end, BLOCK_H):
+        h_ok = h0 + hs < h_end
         r = tl.load(res_ptr + t * M * H + i[:, None] * H + h0 + hs[None, :],
                     mask=i_ok[:, None] & h_ok[None, :], other=0.0).to(tl.float32)
         mixed = tl.sum(pre[:, None] * r, axis=0)
@@ -217,6 +229,25 @@ def _post_mix(x_ptr, res_ptr, post_ptr, comb_ptr, out_ptr, H,
         tl.store(out_ptr + (t * M + jj) * H + hs, to_bf16_rtne(acc), mask=h_ok)
 
 
+SMALL_BLOCK_T = 64
+"""The GEMM's token tile while the plan's tile would leave the GPU short of programs: the
+smallest that keeps the tensor-core instruction (a 64-row wgmma on Hopper) and so a row's bits."""
+PROGRAMS_PER_SM = 8
+
+
+def _gemm_block_t(tokens: int, n_splits: int, plan: LaunchPlan, device: torch.device) -> int:
+    """The GEMM's token tile for a call: ``SMALL_BLOCK_T`` while the plan's tile would give fewer
+    than ``PROGRAMS_PER_SM`` programs an SM, else the plan's. A tile only groups rows: each row is
+    multiplied by the same instructions in the same K order, so its bits do not depend on the
+    tile (bitwise on the H100 for 64 and 128 rows at T=1 to 65536). On the H100 (2026-11-25,
+    H=7168) the small tile took mhc_pre from 43.8 to 38.4 us at T=1, 55.5 to 40.8 at T=64,
+    272.9 to 244.6 at T=4096; from T=12288 the plan's 128 rows were faster."""
+    if plan.block_t <= SMALL_BLOCK_T:
+        return plan.block_t
+    programs = triton.cdiv(tokens, plan.block_t) * n_splits
+    return SMALL_BLOCK_T if programs < PROGRAMS_PER_SM * (multiprocessors(device) or 1) else plan.block_t
+
+
 def _n_pad(n: int) -> int:
     return max(16, triton.next_power_of_2(n))
 
@@ -234,9 +265,10 @@ def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
     n_pad = _n_pad(n_mix)
     mix = torch.empty((n_splits, t, n_pad), dtype=torch.float32, device=x.device)
     sq = torch.empty((n_splits, t), dtype=torch.float32, device=x.device)
-    _rms_gemm_partial[(triton.cdiv(t, plan.block_t), n_splits)](
+    block_t = _gemm_block_t(t, n_splits, plan, x.device)
+    _rms_gemm_partial[(triton.cdiv(t, block_t), n_splits)](
         x, fn.contiguous(), mix, sq, t, k, k_per_split, N_MIX=n_mix, N_PAD=n_pad,
-        BLOCK_T=plan.block_t, BLOCK_K=plan.block_k, PRECISION=plan.precision,
+        BLOCK_T=block_t, BLOCK_K=plan.block_k, PRECISION=plan.precision,
         INTERPRETED=triton_interpreted(), num_warps=plan.gemm_warps, num_stages=plan.gemm_stages)
     return mix, sq, n_splits, n_pad
 
@@ -245,15 +277,29 @@ def _block_h(h: int, plan: LaunchPlan) -> int:
     return min(plan.block_h, triton.next_power_of_2(h))
 
 
+def _h_parts(tokens: int, h_blocks: int, device: torch.device) -> int:
+    """Programs per token of ``_gates_and_mix``: one while the tokens alone give two programs an
+    SM, else as many (up to one per ``block_h`` chunk of H) as it takes. Each element of
+    ``layer_input`` is computed by the same instructions whichever program computes it. On the
+    H100 (2026-11-25, T=1, H=7168) the kernel took 6.2 us instead of 12.1 for mhc_pre, 3.9
+    instead of 9.9 for hc_head."""
+    wanted = 2 * (multiprocessors(device) or 1)
+    return max(1, min(h_blocks, -(-wanted // max(tokens, 1))))
+
+
 def _gates(mix, sq, splits, n_pad, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
            hc_post_mult_value, sinkhorn_repeat, head: bool, plan: LaunchPlan) -> None:
     """The second kernel: per token, the mixes from the GEMM partials, the gates (and Sinkhorn
     for mhc_pre) and the weighted sum of the streams into ``out``."""
     t, m, h = streams.shape
-    _gates_and_mix[(t,)](
-        mix, sq, streams, hc_scale, hc_base, out, post, comb, t, h, splits, *map(float, eps),
+    block_h = _block_h(h, plan)
+    parts = _h_parts(t, triton.cdiv(h, block_h), streams.device)
+    h_per_program = triton.cdiv(triton.cdiv(h, block_h), parts) * block_h
+    _gates_and_mix[(t, triton.cdiv(h, h_per_program))](
+        mix, sq, streams, hc_scale, hc_base, out, post, comb, t, h, h_per_program, splits,
+        *map(float, eps),
         float(hc_post_mult_value), int(sinkhorn_repeat), M=m, M_PAD=triton.next_power_of_2(m),
-        N_PAD=n_pad, HEAD=head, BLOCK_H=_block_h(h, plan), num_warps=plan.epilogue_warps)
+        N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps)
 
 
 KNOBS = {"n_splits": N_SPLITS_KNOB, "plan": PLANS}
