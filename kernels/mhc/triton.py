@@ -5,8 +5,9 @@
 1. ``_rms_gemm_partial``: split-K GEMM of the flattened streams ``x [T, m*H]`` (bf16, read once)
    with ``fn^T`` at fp32 accuracy (``fn`` split into three bf16 parts, bf16 tensor cores, fp32
    accumulation), plus the partial sum of squares, into ``[n_splits, T, n_pad]`` partials.
-2. ``_gates_and_mix``: one program per token sums the partials in split order, applies the RMS
-   scale, the gates and Sinkhorn, and writes the weighted sum of the streams.
+2. ``_gates_and_mix``: one program per token (several, each a part of H, in small batches:
+   ``_h_parts``) sums the partials in split order, applies the RMS scale, the gates and
+   Sinkhorn, and writes the weighted sum of the streams.
 
 Why the two kernels stop near 54% of the copy bandwidth (counted, as the benchmarks count, on the
 ideal bytes: the streams read once, ``layer_input`` written once): the gates need a token's whole
