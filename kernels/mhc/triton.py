@@ -19,7 +19,7 @@ counted on the ideal ones (hc_head: 96% and 52%). Beyond that ceiling the second
 from L2, that is within about 50 MB / 3 TB/s = 17 us of the first at full bandwidth, while a
 split-K program here streams 512 KB (128 tokens x 2048 columns) with a few hundred others.
 
-None of the ways past it works here (2026-11-25; the first two measured on the H100, the third
+None of the ways past it works here (2026-11-25; all but the third measured on the H100, the third
 counted):
 
 - **One launch, L2 handoff.** Work items were handed out by a ticket counter in chunk order: the
@@ -40,6 +40,19 @@ counted):
   3 tokens. The GEMM would then fetch all of ``fn`` (2.75 MB) from L2 for every 3 tokens: 16
   times the HBM bytes. Holding 64 tokens (3.7 MB) needs the shared memory of a 16-SM thread
   block cluster, which Triton 3.6 does not expose (CUDA/CUTLASS does).
+- **A group of programs, each one slice of H, as that cluster's stand-in** (built and measured on
+  the H100, 2026-11-25). A work item was (32-128 tokens, 64-1792 columns of every stream): its
+  program multiplied its slice by the matching columns of ``fn``, stored the partial and arrived
+  at the block's counter; the block's last arrival summed the partials in slice order and
+  published the gates; every program then re-read its own slice (from L2, microseconds after its
+  first read) for its part of the weighted sum. Items were taken by ticket, so a program waited
+  only on lower tickets. Its results were bitwise the same as one launch and as two, run to run,
+  and for a token alone or in a batch, with less mix error than the split-K here. At T=65536 it
+  took 3.14-4.84 ms for hc_head (2.98 ms here) and 4.70-30 ms for mhc_pre (3.05 ms here). A
+  program held 65-170 KB of shared memory for its pipelined MMA loads, or 128-255 registers, so
+  one or two fit an SM, and a program waiting for its block's last arrival left its SM idle.
+  mhc_pre's ``fn`` (2.75 MB in fp32) was also read from L2 again for every 64 tokens: 2.8 GB
+  more L2 traffic beside the streams' 7.5 GB.
 
 ``mhc_fused_post_pre`` is ``mhc_post`` then ``mhc_pre`` (6.31 ms at T=65536 on the H100, the
 same as the two ops). A first kernel that feeds post's output tiles into pre's GEMM on chip (the
