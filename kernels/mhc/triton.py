@@ -51,8 +51,11 @@ counted):
   took 3.14-4.84 ms for hc_head (2.98 ms here) and 4.70-30 ms for mhc_pre (3.05 ms here). A
   program held 65-170 KB of shared memory for its pipelined MMA loads, or 128-255 registers, so
   one or two fit an SM, and a program waiting for its block's last arrival left its SM idle.
-  mhc_pre's ``fn`` (2.75 MB in fp32) was also read from L2 again for every 64 tokens: 2.8 GB
-  more L2 traffic beside the streams' 7.5 GB.
+  Persistent programs (one or two an SM) that arrive for a new item before finishing the
+  previous one, so that no wait idles the SM, did better but not well enough: hc_head
+  3.09-4.21 ms, mhc_pre 3.52-4.65 ms (bitwise the same results). mhc_pre's ``fn`` (2.75 MB in
+  fp32) is also read from L2 again for every 64-128 tokens: 1.4-2.8 GB more L2 traffic beside
+  the streams' 7.5 GB; its best setting took 128 tokens an item.
 
 ``mhc_fused_post_pre`` is ``mhc_post`` then ``mhc_pre`` (6.31 ms at T=65536 on the H100, the
 same as the two ops). A first kernel that feeds post's output tiles into pre's GEMM on chip (the
