@@ -48,7 +48,7 @@ counted):
   first read) for its part of the weighted sum. Items were taken by ticket, so a program waited
   only on lower tickets. Its results were bitwise the same as one launch and as two, run to run,
   and for a token alone or in a batch, with less mix error than the split-K here. At T=65536 it
-  took 3.14-4.84 ms for hc_head (2.98 ms here) and 4.70-30 ms for mhc_pre (3.05 ms here). A
+  took 3.14-6.77 ms for hc_head (2.98 ms here) and 4.70-30 ms for mhc_pre (3.05 ms here). A
   program held 65-170 KB of shared memory for its pipelined MMA loads, or 128-255 registers, so
   one or two fit an SM, and a program waiting for its block's last arrival left its SM idle.
   Persistent programs (one or two an SM) that arrive for a new item before finishing the
