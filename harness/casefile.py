@@ -66,9 +66,10 @@ def file_name(op: str, impl: str, case_id: str, check: str) -> str:
 
 def save(folder: pathlib.Path, *, impl, case, check: str, inputs: dict, reference: dict,
          outputs: dict, rows: list[dict], environment: dict[str, str],
-         knobs: dict | None = None) -> pathlib.Path | None:
+         knobs: dict | None = None, runs: int = 1) -> pathlib.Path | None:
     """Write one case under ``folder/cases``; None (and a line in not_saved.txt) when it would
-    exceed the run's budget."""
+    exceed the run's budget. ``runs``: how many calls judged it (a replay makes as many, or a
+    nondeterministic failure would replay once and read as fixed)."""
     cases = folder / "cases"
     cases.mkdir(parents=True, exist_ok=True)
     path = cases / file_name(case.op, impl.name, case.id, check)
@@ -84,7 +85,7 @@ def save(folder: pathlib.Path, *, impl, case, check: str, inputs: dict, referenc
         "format": FORMAT, "version": VERSION, "op": case.op, "impl": impl.name, "check": check,
         "case": {"op": case.op, "tokens": case.tokens, "hidden": case.hidden, "seed": case.seed,
                  "device": case.device, "params": [list(p) for p in case.params]},
-        "knobs": {k: _plain(v) for k, v in (knobs or {}).items()},
+        "knobs": {k: _plain(v) for k, v in (knobs or {}).items()}, "runs": int(runs),
         "declared": {"accumulation": impl.accumulation, **dict(impl.declared)},
         "inputs": to_device(inputs, "cpu"), "reference": to_device(reference, "cpu"),
         "outputs": to_device(outputs, "cpu"),

@@ -35,6 +35,8 @@ def cmd_run(args) -> int:
         pytest_args += ["-k", " or ".join(args.ops)]
     for name in args.impl:
         pytest_args += ["--impl", name]
+    for name in getattr(args, "require", None) or []:
+        pytest_args += ["--require", name]
     for mod in args.impl_module:
         pytest_args += ["--impl-module", mod]
     if getattr(args, "ab", None):
@@ -49,9 +51,13 @@ def cmd_run(args) -> int:
     baseline = _baseline(args.compare_to, folder, profile)
     regressions = 0
     if baseline is not None:
-        from harness.trend import write_trend
+        from harness.trend import TrendError, write_trend
 
-        _, regressions = write_trend(baseline, folder)
+        try:
+            _, regressions = write_trend(baseline, folder)
+        except TrendError as exc:
+            print(f"trend: not compared: {exc}")
+            baseline = None
         write_summary(folder, profile=profile, pytest_exit=code)
     verdict, why = run_verdict(int(code), read_meta(folder), regressions)
     print(f"report: {folder}" + (f" (trend against {baseline}: {regressions} worse)"
@@ -110,8 +116,14 @@ def cmd_compare(args) -> int:
                   "report folders written by `harness run` or the test command's --report-dir",
                   file=sys.stderr)
             return EXIT_UNTESTABLE
+    from harness.trend import TrendError
+
     old, new = pathlib.Path(args.old), pathlib.Path(args.new)
-    path, regressions = write_trend(old, new, runs_between(old, new))
+    try:
+        path, regressions = write_trend(old, new, runs_between(old, new))
+    except TrendError as exc:
+        print(f"harness compare: could not compare: {exc}", file=sys.stderr)
+        return EXIT_UNTESTABLE
     print(path.read_text())
     return EXIT_BAD if regressions else EXIT_GOOD
 
@@ -122,7 +134,8 @@ def cmd_bisect(args) -> int:
 
     with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:
         run_args = argparse.Namespace(
-            profile=args.profile, ops=args.ops, impl=args.impl, impl_module=args.impl_module,
+            profile=args.profile, ops=args.ops, impl=args.impl, require=[],
+            impl_module=args.impl_module,
             device=None, workers=None, output=tmp, compare_to="none", ab=None,
             pytest_args=["-x", "-q"] + list(args.pytest_args))
         code = cmd_run(run_args)
@@ -183,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
     run.add_argument("--ops", nargs="+", help="only these ops (pytest -k expression terms)")
     run.add_argument("--impl", action="append", default=[], help="only these implementations")
+    run.add_argument("--require", action="append", default=[], metavar="NAME",
+                     help="implementation that must be judged: 'could not test' (125) with the "
+                     "reason when it cannot run here or runs no case")
     run.add_argument("--impl-module", action="append", default=[],
                      help="module or .py file registering extra implementations")
     run.add_argument("--ab", nargs=2, metavar=("A", "B"),

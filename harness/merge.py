@@ -36,10 +36,36 @@ def _check(folders: list[pathlib.Path]) -> list[dict]:
         if len(values) > 1:
             raise MergeError(f"the folders come from different {what}s ({', '.join(sorted(values))}); "
                              "merge only the shards of one sweep (same profile, same commit)")
+    _check_collected(folders, metas)
     shards = [m.get("shard") for m in metas if m.get("shard")]
     if len(shards) != len(set(shards)):
         raise MergeError(f"the same shard appears twice ({', '.join(sorted(shards))})")
     return metas
+
+
+def _check_collected(folders: list[pathlib.Path], metas: list[dict]) -> None:
+    """Shards must have collected the same tests before each took its part."""
+    digests = {m.get("collected") for m in metas}
+    if len(digests) <= 1:
+        return
+    if None in digests:
+        lacking = [str(f) for f, m in zip(folders, metas) if not m.get("collected")]
+        raise MergeError(f"{', '.join(lacking)} record no collected-test digest (not run with "
+                         "--shard by this harness version); rerun every shard with one version")
+    sets = [set(_ids(f)) for f in folders]
+    for (fa, a), (fb, b) in zip(zip(folders, sets), list(zip(folders, sets))[1:]):
+        if a != b:
+            only_a, only_b = sorted(a - b)[:3], sorted(b - a)[:3]
+            raise MergeError(
+                f"{fa} and {fb} collected different tests ({len(a - b)} only in the first, e.g. "
+                f"{only_a}; {len(b - a)} only in the second, e.g. {only_b}): their hosts differ "
+                "in installed packages or options, so the shards are not one sweep. Run every "
+                "shard with the same packages (or --impl / --require the same names)")
+
+
+def _ids(folder: pathlib.Path) -> list[str]:
+    path = folder / "collected.txt"
+    return path.read_text().split("\n") if path.exists() else []
 
 
 def _pytest_exit(codes: list[int]) -> int:
@@ -49,6 +75,15 @@ def _pytest_exit(codes: list[int]) -> int:
     if PYTEST_FAILED in codes:
         return PYTEST_FAILED
     return PYTEST_NO_TESTS if all(c == PYTEST_NO_TESTS for c in codes) else PYTEST_OK
+
+
+def _required(metas: list[dict]) -> dict[str, str]:
+    """Each required implementation with the first shard's reason it could not run, if any."""
+    merged: dict[str, str] = {}
+    for meta in metas:
+        for name, why in (meta.get("impl_required") or {}).items():
+            merged[name] = merged.get(name) or why
+    return merged
 
 
 def _merge_junit(folders: list[pathlib.Path], out: pathlib.Path) -> None:
@@ -94,6 +129,7 @@ def merge(folders: list[pathlib.Path], out: pathlib.Path) -> dict:
             "seconds_all_shards": sum(float(m.get("seconds", 0)) for m in metas),
             "started": min(str(m.get("started", "")) for m in metas),
             "cases_run": cases_run,
+            "impl_required": _required(metas),
             "failed": [t for m in metas for t in m.get("failed", [])],
             "out_of_memory": [t for m in metas for t in m.get("out_of_memory", [])],
             "shard": None, "merged_from": [str(f) for f in folders],

@@ -37,7 +37,7 @@ from harness.core import deferred
 from harness.core import device as harness_device
 from harness.profiles import INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for
 from harness import families
-from harness.core.registry import Implementation, records
+from harness.core.registry import Implementation, KnownDeviationSeen, records
 from harness.core.results import SESSION
 from harness.core.cases import Case
 from harness.core.specs import OpSpec, get_spec
@@ -57,13 +57,9 @@ class Target:
         return self.spec.op
 
     def runs(self, case: Case | None = None) -> int:
-        """How many times the accuracy suites run ``case`` (default: the target's own). Once
-        where a known deviation applies: the case is expected to fail, and repeating a known
-        wrong answer proves nothing about races."""
-        case = case or self.case
-        if self.impl.deviations_for(case):
-            return 1
-        return runs_for(self.profile, case.id)
+        """How many times the accuracy suites run ``case`` (default: the target's own); cases a
+        known deviation covers too, since a deviation documents a wrong value, not a race."""
+        return runs_for(self.profile, (case or self.case).id)
 
 
 def pytest_addoption(parser):
@@ -73,6 +69,10 @@ def pytest_addoption(parser):
     group.addoption("--impl", action="append", default=[],
                     help="only test these implementations (repeatable); the reference still "
                          "serves as ground truth")
+    group.addoption("--require", action="append", default=[], metavar="NAME",
+                    help="implementation that must be judged (repeatable): if it is not "
+                         "registered, cannot run here or runs no case, the verdict is 'could "
+                         "not test' (125) with the reason, whatever else passed")
     group.addoption("--impl-module", action="append", default=[],
                     help="import this module or .py file first, so it can register implementations")
     group.addoption("--ab", default=None,
@@ -229,6 +229,10 @@ def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
                                  f"Triton kernels stop at T={INTERPRETER_MAX_TOKENS} on a CPU "
                                  "and are run at every token count on a GPU (--profile "
                                  "ci/nightly)")]
+    unsupported = impl.unsupported_for(case)
+    if unsupported:
+        return [pytest.mark.skip(reason=f"{impl.name}/{case.op} is documented not to handle "
+                                 f"this case, so it is not judged here: {unsupported[0].reason}")]
     limit, elements = impl.cost_limit, spec.case_elements(case)
     if limit is not None and elements is not None and elements > limit.elements:
         return [pytest.mark.skip(reason=f"{impl.name}/{case.op} runs cases up to "
@@ -238,9 +242,11 @@ def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
 
 
 def _deviation_marks(impl, case) -> list:
-    """A strict xfail for a case that a known deviation of ``impl`` covers."""
+    """A strict xfail for a case that a known deviation of ``impl`` covers, expecting
+    KnownDeviationSeen alone (a failure beyond the deviation, or an exception, fails)."""
     reasons = [d.reason for d in impl.deviations_for(case)]
-    return [pytest.mark.xfail(strict=True, reason=f"known deviation of {impl.name} from the "
+    return [pytest.mark.xfail(strict=True, raises=KnownDeviationSeen,
+                              reason=f"known deviation of {impl.name} from the "
                               f"contract: {'; '.join(reasons)}")] if reasons else []
 
 
@@ -368,8 +374,40 @@ def pytest_sessionfinish(session, exitstatus):
                cwd=str(session.config.invocation_params.dir),
                cases_run=dict(_TALLY["ran"]), out_of_memory=list(_TALLY["out_of_memory"]),
                failed=list(_TALLY["failed"]), impl_wanted=session.config.getoption("impl") or [],
+               impl_required=_required(session.config),
+               collected=_collected(session.config, folder),
                shard=session.config.getoption("shard"))
     write_summary(folder, profile=profile, pytest_exit=int(exitstatus))
+
+
+def _collected(config, folder: pathlib.Path) -> str | None:
+    """A sharded run's digest of the collected test ids (its ids in ``collected.txt``, so a
+    merge can name what differs between shards)."""
+    digest, ids = config.stash.get(COLLECTED, (None, ()))
+    if digest is not None:
+        (folder / "collected.txt").write_text("\n".join(ids) + "\n")
+    return digest
+
+
+def _required(config) -> dict[str, str]:
+    """``--require`` names -> why each cannot run here ("" when it can)."""
+    from harness.core.ops import OP_NAMES
+
+    found: dict[str, list] = {}
+    for op in OP_NAMES:
+        for name, impl in records(op).items():
+            found.setdefault(name, []).append(impl)
+    why = {}
+    for name in config.getoption("require") or []:
+        impls = found.get(name, [])
+        if not impls:
+            why[name] = (f"{name} is not registered on this machine (its package or adapter did "
+                         "not load: see 'Not run here'; --impl-module loads a module)")
+        elif not any(i.available for i in impls):
+            why[name] = f"{name} cannot run here: {impls[0].reason}"
+        else:
+            why[name] = ""
+    return why
 
 
 OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "HIP out of memory")
@@ -398,6 +436,8 @@ def pytest_runtest_logreport(report):
 
 
 _TALLY: dict = {"ran": {}, "failed": [], "out_of_memory": []}
+COLLECTED = pytest.StashKey[tuple]()
+"""(digest, node ids) of everything a sharded run collected before taking its shard."""
 
 
 IMPL_PARAMS = ("impl", "name")
@@ -437,8 +477,9 @@ def pytest_collection_modifyitems(config, items):
         if dropped:
             config.hook.pytest_deselected(items=dropped)
     if config.getoption("shard"):
-        from harness.shards import ShardError, parse, split
+        from harness.shards import ShardError, collected_digest, parse, split
 
+        config.stash[COLLECTED] = collected_digest(items)
         try:
             index, count = parse(config.getoption("shard"))
         except ShardError as exc:

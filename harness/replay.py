@@ -102,13 +102,15 @@ def replay_one(path: pathlib.Path, impl_name: str | None, device: str) -> Replay
     case = casefile.case_of(data, device)
     inputs = casefile.to_device(data["inputs"], device)
     reference = casefile.to_device(data["reference"], device)
+    runs = int(data.get("runs", 1))
     ev = evaluate(spec, record, case, inputs=inputs, ref=reference, check=data.get("check",
-                  "accuracy"), **data.get("knobs", {}))
+                  "accuracy"), runs=runs, **data.get("knobs", {}))
     saved = _failures(data["rows"])
     details = [f"saved by {data['impl']} ({saved})",
                "saved on " + ", ".join(f"{k}={data['environment'].get(k, '?')}"
                                        for k in ENV_KEYS if k in data["environment"])]
-    title = f"{op}/{name} on {case.id} [{data.get('check', 'accuracy')}]"
+    title = (f"{op}/{name} on {case.id} [{data.get('check', 'accuracy')}"
+             + (f", {runs} runs" if runs > 1 else "") + "]")
     if ev.passed:
         return Replay(path, EXIT_GOOD, f"PASS (fixed): {title}", details)
     return Replay(path, EXIT_BAD, f"FAIL ({_kind_of_failure(spec, ev, data)}): {title}: "

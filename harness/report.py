@@ -24,6 +24,7 @@ from harness.verdict import run_verdict
 
 def environment() -> dict[str, str]:
     info = device.describe()
+    info["cpu"] = _cpu_model()
     for pkg in ("vllm", "aiter", "lm-eval", "liger-kernel"):
         try:
             info[pkg] = importlib.metadata.version(pkg)
@@ -37,6 +38,18 @@ def environment() -> dict[str, str]:
         info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version",
                                "--format=csv,noheader"]) or "unknown"
     return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
 
 
 def _vllm_commit() -> str:

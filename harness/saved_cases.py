@@ -40,13 +40,14 @@ class SavedCases:
 
         return environment()
 
-    def observe(self, *, spec, impl, case, check, inputs, reference, outputs, rows, knobs):
+    def observe(self, *, spec, impl, case, check, inputs, reference, outputs, rows, knobs,
+                runs=1):
         failed = any(r.get("verdict") == "fail" for r in rows)
         if (not failed and case.op not in self.ops) or impl.name.startswith(SEEDED_FAULT_PREFIX):
             return
         path = casefile.save(self.folder, impl=impl, case=case, check=check, inputs=inputs,
                              reference=reference, outputs=outputs, rows=rows,
-                             environment=self.environment, knobs=knobs)
+                             environment=self.environment, knobs=knobs, runs=runs)
         if path is not None:
             self.current.append((path, case.op in self.ops))
 

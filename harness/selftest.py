@@ -10,12 +10,11 @@ import pandas as pd
 from harness import families
 from harness.core.device import triton_interpreted
 from harness.core.family import Probe
-from harness.core.results import Finding
+from harness.core.results import KNOWN_DEVIATION, Finding, result_row
 from harness.detectors import (batch_invariance, config_invariance, cuda_graph, determinism, poison,
                                precision_growth)
 from harness.profiles import INTERPRETER_MAX_TOKENS, Profile
 from harness.core.registry import Implementation, records
-from harness.core.results import KNOWN_DEVIATION
 from harness.core.cases import Case
 from harness.core.specs import OpSpec, get_spec
 
@@ -50,6 +49,11 @@ def _probe_cases(spec, impl, base, probes, check, ok_message, hidden: int = 0) -
     for tokens, params in probes:
         case = Case(spec.op, tokens=tokens, hidden=hidden, seed=base.seed, device=base.device,
                     params=params)
+        unsupported = impl.unsupported_for(case)
+        if unsupported:
+            rows.append(result_row(case, impl.name, check, "*", verdict="not run",
+                                   detail=f"not judged: {unsupported[0].reason}"))
+            continue
         ev = evaluate(spec, impl, case, check=check)
         rows += ev.rows
         if any(r["verdict"] == KNOWN_DEVIATION for r in ev.rows):
@@ -120,6 +124,17 @@ def not_run_here(detector: str, device: str) -> str | None:
     return None
 
 
+def onsets(fault, profile: Profile) -> list[int]:
+    """The token counts above which ``fault`` is built to break. A precision-growth fault is
+    built at several: the baseline's edge, and two token counts inside the profile's sweep (an
+    onset at T=4099 must be seen however many smaller T the baseline could have pooled)."""
+    base = profile.baseline_max_tokens
+    if fault.detector != "precision_growth":
+        return [base]
+    above = [t for t in sorted(profile.tokens) if t > base][:-1]  # a larger T must remain
+    return sorted({base} | ({above[len(above) // 2], above[-1]} if above else set()))
+
+
 def run(profile: Profile, device: str, hidden: int) -> pd.DataFrame:
     rows = []
     for f in families.all_faults():
@@ -128,12 +143,13 @@ def run(profile: Profile, device: str, hidden: int) -> pd.DataFrame:
             rows.append({"kind": "fault", "name": f.name, "op": f.op, "bug_class": f.bug_class,
                          "detector": f.detector, "ok": True, "result": "not run", "message": why})
             continue
-        finding = run_detector(f.detector, f.build(profile.baseline_max_tokens), profile, device,
-                               hidden)
-        rows.append({"kind": "fault", "name": f.name, "op": f.op, "bug_class": f.bug_class,
-                     "detector": f.detector, "ok": not finding.passed,
-                     "result": "caught" if not finding.passed else "MISSED",
-                     "message": finding.message})
+        for onset in onsets(f, profile):
+            finding = run_detector(f.detector, f.build(onset), profile, device, hidden)
+            name = f.name if onset == profile.baseline_max_tokens else f"{f.name}@T>{onset}"
+            rows.append({"kind": "fault", "name": name, "op": f.op, "bug_class": f.bug_class,
+                         "detector": f.detector, "ok": not finding.passed,
+                         "result": "caught" if not finding.passed else "MISSED",
+                         "message": finding.message})
     for op, detector in controls():
         if not_run_here(detector, device):
             continue

@@ -12,6 +12,7 @@ share one model server and stay together in one shard.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import re
 
@@ -55,3 +56,11 @@ def split(items: list, index: int, count: int) -> tuple[list, list]:
         heapq.heappush(loads, (load + sum(expected_cost(i) for i in members), shard))
     mine = {id(i) for key, members in groups.items() if owner[key] == index - 1 for i in members}
     return [i for i in items if id(i) in mine], [i for i in items if id(i) not in mine]
+
+
+def collected_digest(items: list) -> tuple[str, tuple[str, ...]]:
+    """(sha256 of the sorted node ids, the ids): shards of one sweep must have collected the
+    same tests, or their union is not the sweep (hosts with different vendor packages collect
+    different implementations)."""
+    ids = tuple(sorted(item.nodeid for item in items))
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16], ids

@@ -101,3 +101,31 @@ def test_cli_replay_exit_codes(saved_failure, tmp_path):
     assert run.returncode == EXIT_UNTESTABLE, run.stdout + run.stderr
     assert "could not test" in run.stdout and "not a readable harness case" in run.stdout
     assert replay_command(saved_failure, ["my.py"]).startswith("harness replay ")
+
+
+def test_replay_of_a_nondeterminism_failure_repeats_as_often_as_the_run(tmp_path):
+    """A case saved from a run of 2 calls is replayed with 2 calls: once, a race that loses
+    only on a later call would read as "fixed"."""
+    from kernels.mhc.faults import persistent_buffer_race
+
+    families.load()
+    fault = persistent_buffer_race(64)
+    registry.add(fault, replace=True)
+    saved = []
+
+    def observe(**ev):
+        if any(r["verdict"] == "fail" for r in ev["rows"]):
+            ev.pop("spec")
+            saved.append(casefile.save(tmp_path, environment=ENV, **ev))
+
+    OBSERVERS.append(observe)
+    try:
+        evaluate(get_spec("mhc_post"), fault, CASE, runs=2)
+        assert len(saved) == 1 and casefile.load(saved[0])["runs"] == 2
+        registry.add(persistent_buffer_race(64), replace=True)  # a fresh process's buffers
+        result = replay_one(saved[0], None, "cpu")
+    finally:
+        OBSERVERS.remove(observe)
+        registry.unregister("mhc_post", fault.name)
+    assert result.code == EXIT_BAD and "2 runs" in result.headline, result.headline
+    assert "nondeterministic" in result.headline

@@ -7,7 +7,7 @@ from harness.core.device import default_device
 from harness.families import all_faults
 from harness.profiles import get_profile
 from harness.core.registry import records
-from harness.selftest import controls, not_run_here, run_detector
+from harness.selftest import controls, not_run_here, onsets, run_detector
 
 FAULTS = all_faults()
 CONTROLS = [(op, det, name) for op, det in controls() for name, impl in sorted(records(op).items())
@@ -33,11 +33,13 @@ def hidden(profile):
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_fault_is_flagged(fault, profile, hidden, record):
     _skip_if_not_here(fault.detector)
-    finding = run_detector(fault.detector, fault.build(profile.baseline_max_tokens), profile,
-                           default_device(), hidden)
-    record(finding.rows)
-    assert not finding.passed, (f"seeded fault {fault.name} ({fault.bug_class}) was MISSED by "
-                                f"{fault.detector}: {finding.message}")
+    for onset in onsets(fault, profile):
+        finding = run_detector(fault.detector, fault.build(onset), profile, default_device(),
+                               hidden)
+        record(finding.rows)
+        assert not finding.passed, (f"seeded fault {fault.name} ({fault.bug_class}) breaking "
+                                    f"above T={onset} was MISSED by {fault.detector}: "
+                                    f"{finding.message}")
 
 
 @pytest.mark.parametrize("op,detector,name", CONTROLS, ids=["-".join(c) for c in CONTROLS])

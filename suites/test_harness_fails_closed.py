@@ -101,17 +101,91 @@ def _broken_post(x, residual, post_layer_mix, comb_res_mix):
                                                            comb_res_mix) * 1.5
 
 
-def test_known_deviation_is_reported_apart_never_as_pass():
+SCALED = registry.KnownDeviation("scales its output by 1.5", lambda c: c.tokens == 7,
+                                 bounds={"max_rel": 0.52}, outputs=("out",))
 
+
+def test_known_deviation_is_reported_apart_never_as_pass():
     families.load()
     case = Case("mhc_post", tokens=7, hidden=64)
-    deviation = registry.KnownDeviation("scales its output by 1.5", lambda c: c.tokens == 7)
-    ev = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [deviation]), case)
+    ev = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [SCALED]), case)
     assert not ev.passed and {r["verdict"] for r in ev.rows} == {"known-deviation"}
-    assert all(r["known_deviation"] == deviation.reason for r in ev.rows)
-    other = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [deviation]),
+    assert all(r["known_deviation"] == SCALED.reason for r in ev.rows)
+    with pytest.raises(registry.KnownDeviationSeen):
+        ev.assert_passed()
+    other = evaluate(get_spec("mhc_post"), _post_impl(_broken_post, [SCALED]),
                      case.with_tokens(8))
     assert {r["verdict"] for r in other.rows} == {"fail"}, "a deviation covers only its cases"
+
+
+def _post_then(change):
+    def post(x, residual, post_layer_mix, comb_res_mix):
+        return change(_broken_post(x, residual, post_layer_mix, comb_res_mix))
+    return post
+
+
+def _nan_in_first(out):
+    out.view(-1)[0] = float("nan")
+    return out
+
+
+def _raise_index_error(out):
+    raise IndexError("index 7 is out of bounds for dimension 0 with size 7")
+
+
+@pytest.mark.parametrize("change,expect", [
+    (lambda out: out * 1.5, "beyond what the known deviation"),  # 2.25x: beyond max_rel 0.52
+    (_nan_in_first, "NaN"),
+    (lambda out: out[:-1], "shape"),
+])
+def test_known_deviation_covers_only_what_it_documents(change, expect):
+    """A failure beyond the deviation's bounds, NaN, or a contract violation is a failure."""
+    families.load()
+    ev = evaluate(get_spec("mhc_post"), _post_impl(_post_then(change), [SCALED]),
+                  Case("mhc_post", tokens=7, hidden=64))
+    assert "fail" in {r["verdict"] for r in ev.rows} and expect in ev.failures(), ev.failures()
+    with pytest.raises(AssertionError):
+        ev.assert_passed()
+
+
+def test_known_deviation_never_covers_an_exception():
+    """The strict xfail expects KnownDeviationSeen alone: an implementation's own exception
+    propagates as itself and fails the xfail."""
+    families.load()
+    with pytest.raises(IndexError):
+        evaluate(get_spec("mhc_post"), _post_impl(_post_then(_raise_index_error), [SCALED]),
+                 Case("mhc_post", tokens=7, hidden=64))
+
+
+def test_known_deviation_needs_bounds():
+    with pytest.raises(registry.RegistryError, match="no bounds"):
+        registry.KnownDeviation("differs somehow", lambda c: True)
+
+
+def test_covered_cases_still_run_the_repeat_check():
+    """A covered case is run as often as any other and a nondeterministic repeat fails it."""
+    families.load()
+    calls = []
+
+    def flaky(x, residual, post_layer_mix, comb_res_mix):
+        calls.append(1)
+        out = _broken_post(x, residual, post_layer_mix, comb_res_mix)
+        return out + (len(calls) - 1) * 2 ** -4
+    ev = evaluate(get_spec("mhc_post"), _post_impl(flaky, [SCALED]),
+                  Case("mhc_post", tokens=7, hidden=64), runs=2)
+    determinism = [r for r in ev.rows if r["check"] == "determinism"]
+    assert determinism and determinism[0]["verdict"] == "fail"
+
+
+def test_kept_outputs_are_copies_so_a_reused_buffer_is_not_compared_with_itself():
+    """An implementation returning one persistent buffer that a later call rewrites is
+    compared with the first call's values, not with the buffer itself."""
+    from kernels.mhc.faults import persistent_buffer_race
+    from harness.detectors import determinism
+
+    finding = determinism.check(get_spec("mhc_post"), persistent_buffer_race(64),
+                                Case("mhc_post", tokens=33, hidden=64), runs=2)
+    assert not finding.passed and "nondeterministic" in finding.message, finding.message
 
 
 def test_heavy_cases_are_marked_to_take_a_gpu_memory_slot():

@@ -26,7 +26,7 @@ NEXT_N = [1, 2, 4]
 def _check(target, case, record):
     ev = evaluate(target.spec, target.impl, case, runs=target.runs(case))
     record(ev.rows)
-    assert ev.passed, f"{case.id} [{target.impl.name}]: {ev.failures()}"
+    ev.assert_passed()
 
 
 @pytest.mark.sweep(ops=["fp8_quantize_k", "indexer_k_quant_and_cache"], tokens=QUANT_TOKENS,

@@ -14,7 +14,7 @@ OPS = MHC_OPS
 def test_matches_reference(target, record):
     ev = evaluate(target.spec, target.impl, target.case, runs=target.runs())
     record(ev.rows)
-    assert ev.passed, f"{target.case.id} [{target.impl.name}]: {ev.failures()}"
+    ev.assert_passed()
 
 
 @pytest.mark.sweep("seed", tokens="dispatch", hidden="smallest")

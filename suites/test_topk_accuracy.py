@@ -24,7 +24,7 @@ SHAPE_K = {"smoke": [16], "default": [2048]}
 def _check(target, case, record):
     ev = evaluate(target.spec, target.impl, case, runs=target.runs(case))
     record(ev.rows)
-    assert ev.passed, f"{case.id} [{target.impl.name}]: {ev.failures()}"
+    ev.assert_passed()
 
 
 def _decode_case(target):

@@ -28,7 +28,7 @@ def test_padded_decode_leaves_padding_rows_untouched(target, record):
         target.case, tokens=target.case.param("batch") * target.case.param("next_n"))
     ev = evaluate(target.spec, target.impl, case, check="guard_band")
     record(ev.rows)
-    assert ev.passed, f"{case.id} [{target.impl.name}]: {ev.failures()}"
+    ev.assert_passed()
 
 
 def _impl_pairs():

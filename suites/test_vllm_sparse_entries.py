@@ -12,7 +12,7 @@ import pytest
 
 from harness import families
 from harness.core import registry
-from harness.adapters.vllm_sparse import DECLARED, SPARSE_ENTRIES, SPARSE_MODULE
+from harness.adapters.vllm_sparse import DECLARED, SPARSE_ENTRIES, SPARSE_MODULE, UNSUPPORTED
 from harness.evaluate import evaluate
 from harness.core.cases import Case
 from harness.core.specs import get_spec
@@ -55,3 +55,21 @@ def test_each_declaration_is_needed(op, device):
     assert not as_contract.passed, (
         f"{op}/vllm-triton passes the plain contract too: its declaration "
         f"{DECLARED['vllm-triton'][op]} is not needed; remove it")
+
+
+UNSUPPORTED_CASES = {"fp8_paged_mqa_logits": Case("fp8_paged_mqa_logits", tokens=6, batch=3,
+                                                  next_n=2, context=300, heads=4)}
+
+
+@pytest.mark.parametrize("impl,op", [(i, o) for i, ops in UNSUPPORTED.items() for o in ops])
+def test_unsupported_inputs_still_fail(impl, op, device):
+    """An input class declared unsupported is not judged by the sweep; here it must still fail,
+    or the entry hides nothing and must go (a fixed vLLM release is noticed)."""
+    record = registry.get(op, impl)
+    if not record.available:
+        pytest.skip(f"{op}/{impl} cannot run here: {record.reason}")
+    case = dataclasses.replace(UNSUPPORTED_CASES[op], device=device)
+    assert record.unsupported_for(case), f"{case.id} is not declared unsupported for {impl}"
+    ev = evaluate(get_spec(op), record, case)
+    assert not ev.passed, (f"{op}/{impl} now passes {case.id}: its Unsupported entry "
+                           f"({record.unsupported_for(case)[0].reason[:80]}...) is stale; remove it")

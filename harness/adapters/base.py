@@ -38,6 +38,8 @@ class Adapter:
     """Implementation names whose entries launch Triton kernels (Implementation.triton)."""
     cost_limits: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """Implementation name -> op -> CostLimit (Implementation.cost_limit)."""
+    unsupported: dict[str, dict[str, tuple]] = dataclasses.field(default_factory=dict)
+    """Implementation name -> op -> Unsupported entries (Implementation.unsupported)."""
 
 
 TF32_GEMM = {"accumulation": "tf32"}
@@ -90,7 +92,9 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
                                    triton=impl_name in adapter.triton,
                                    cost_limit=adapter.cost_limits.get(impl_name, {}).get(op),
                                    known_deviations=tuple(
-                                       adapter.deviations.get(impl_name, {}).get(op, ()))),
+                                       adapter.deviations.get(impl_name, {}).get(op, ())),
+                                   unsupported=tuple(
+                                       adapter.unsupported.get(impl_name, {}).get(op, ()))),
                     replace=True)
                 count += 1
             else:

@@ -24,8 +24,8 @@ import re
 from harness.adapters.base import TF32_GEMM, Adapter, namespace
 from harness.adapters.deepgemm import LOGITS_OPS, deepgemm_logits
 from harness.adapters.signature import bind_by_name
-from harness.adapters.vllm_sparse import (COST_LIMITS, DECLARED, DEVIATIONS, SPARSE_ENTRIES, bind_sparse,
-                                          discover_sparse)
+from harness.adapters.vllm_sparse import (COST_LIMITS, DECLARED, DEVIATIONS, SPARSE_ENTRIES,
+                                          UNSUPPORTED, bind_sparse, discover_sparse)
 from harness.core.ops import MHC_OPS
 
 MHC_MODULE = "vllm.model_executor.kernels.mhc"
@@ -251,4 +251,4 @@ ADAPTER = Adapter(
     declared={**{f"vllm-{b}": {op: TF32_GEMM for op in MHC_OPS} for b in TF32_BACKENDS},
               "vllm-triton": {**{op: TF32_GEMM for op in MHC_OPS}, **DECLARED["vllm-triton"]}},
     triton=frozenset({"vllm-triton", "vllm-tilelang"}),
-    deviations=DEVIATIONS, cost_limits=COST_LIMITS)
+    deviations=DEVIATIONS, cost_limits=COST_LIMITS, unsupported=UNSUPPORTED)

@@ -24,8 +24,19 @@ def differing_bytes(a: torch.Tensor, b: torch.Tensor) -> int:
 
 
 def ulp_distance(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """Distance in ulps of ``out`` from ``ref`` rounded to ``out``'s dtype (bf16/fp16 only)."""
+    """Distance in ulps of ``out`` from ``ref`` rounded to ``out``'s dtype (bf16/fp16 only).
+    Meaningful within one binade of the reference (see :func:`within_binade`): across zero it
+    counts every representable value in between (a sign flip of 1e-30 reads as ~30,000)."""
     return (_ordered_bits(out) - _ordered_bits(ref.to(out.dtype))).abs()
+
+
+def within_binade(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """Where an ulp count means "this many roundings off": ``out`` equals the reference rounded
+    to its dtype, or has its sign and lies within a factor of two of it."""
+    o, r = out.double(), ref.to(out.dtype).double()
+    same = o == r
+    near = (torch.sign(o) == torch.sign(r)) & (o.abs() <= 2 * r.abs()) & (r.abs() <= 2 * o.abs())
+    return same | near
 
 
 CHUNK_ELEMENTS = 1 << 25
@@ -68,6 +79,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
                nonfinite_mismatch=acc.nonfinite_mismatch, cosine=acc.cosine())
     if acc.ulps:
         row["max_ulp"] = acc.max_ulp
+        row["beyond_binade"] = acc.far_from_binade
     row["tol_used"] = acc.tol_used
     if acc.worst_index >= 0 and out.dim() and out.shape[0]:
         row["worst_token"], row["worst_column"] = divmod(acc.worst_index, acc.per_token)
@@ -81,8 +93,12 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         where = (f" at token {row['worst_token']}, element {row['worst_column']}"
                  if "worst_token" in row else "")
         spread = f" in {row['tokens_beyond']} of {tokens} tokens" if out.dim() else ""
-        ulps = f"; max {acc.max_ulp} ulp of {str(out.dtype).removeprefix('torch.')}" \
-            if acc.ulps else ""
+        ulps = ""
+        if acc.ulps:
+            ulps = f"; max {acc.max_ulp} ulp of {str(out.dtype).removeprefix('torch.')}"
+            if acc.far_from_binade:
+                ulps += (f" where within a binade of the reference, {acc.far_from_binade} "
+                         f"further (sign or scale off: max abs {acc.far_max_abs:.3g})")
         failed.append(f"{acc.mismatches}/{numel} elements{spread} beyond atol={tol.atol:g} "
                       f"rtol={tol.rtol:g} (max abs {acc.max_abs:.3g}; worst {acc.tol_used:.3g}x "
                       f"the tolerance{where}{ulps})")
@@ -101,6 +117,8 @@ class _Accumulator:
         self.max_abs = self.sum_abs = self.max_rel = 0.0
         self.finite = self.mismatches = self.nan_count = self.nonfinite_mismatch = 0
         self.max_ulp = 0
+        self.far_from_binade, self.far_max_abs = 0, 0.0
+        """Elements outside one binade of the reference: not counted in ulps (see within_binade)."""
         self.tol_used, self.worst_index = 0.0, -1
         """Largest |err| / (atol + rtol |ref|) (1.0 = at the limit) and its flat index."""
         self.dot = self.norm_o = self.norm_r = 0.0
@@ -137,7 +155,14 @@ class _Accumulator:
         self.norm_o += float(of @ of)
         self.norm_r += float(rf @ rf)
         if self.ulps:
-            self.max_ulp = max(self.max_ulp, int(ulp_distance(out[both], ref[both]).max()))
+            o16, r16 = out[both], ref[both]
+            near = within_binade(o16, r16)
+            if near.any():
+                self.max_ulp = max(self.max_ulp, int(ulp_distance(o16[near], r16[near]).max()))
+            far = ~near
+            if far.any():
+                self.far_from_binade += int(far.sum())
+                self.far_max_abs = max(self.far_max_abs, float(err[far].max()))
 
     def cosine(self) -> float:
         if self.norm_o == 0 or self.norm_r == 0:

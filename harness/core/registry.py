@@ -26,14 +26,72 @@ class RegistryError(RuntimeError):
     pass
 
 
+def _every_case(case) -> bool:
+    return True
+
+
+NEVER_COVERED_OUTPUTS = ("*", "guard", "inputs")
+"""Rows no deviation may cover: an exception or contract violation (``*``), writes past the end of
+an input, clobbered inputs."""
+
+
 @dataclasses.dataclass(frozen=True)
 class KnownDeviation:
-    """A documented disagreement of a third-party implementation with the contract, on the
-    cases ``when`` selects. Such cases are expected to fail (pytest ``xfail(strict=True)``: one
-    that passes fails the run, so a fixed upstream release is noticed) and are reported apart
-    from failures, never as passes."""
+    """A documented disagreement of a third-party implementation with the contract: on the cases
+    ``when`` selects, a failing comparison of one of ``outputs`` whose measures stay within
+    ``bounds`` (e.g. ``{"max_rel": 2 ** -7}``) is the documented difference, reported apart
+    and never as a pass. Anything else still fails: a row of another output, beyond a bound,
+    with NaN or a non-finite value where the reference differs (a wrong -inf mask), an exception,
+    a write past an input's end or into an input, or a nondeterministic repeat.
+
+    Covered cases are strict xfails expecting :class:`KnownDeviationSeen` alone: one that passes
+    fails the run (a fixed upstream release is noticed), one that raises anything else fails."""
     reason: str
-    when: Callable[[Any], bool] = lambda case: True
+    when: Callable[[Any], bool] = _every_case
+    bounds: Mapping[str, float] | None = None
+    """Required: the largest value of each measure of a result row (``max_abs``, ``max_rel``,
+    ``tol_used``, ``mismatch_frac``...) a covered failure may show, derived from the documented
+    difference or measured on the real implementation, with the margin stated beside it."""
+    outputs: tuple[str, ...] = ()
+    """The outputs the deviation is about; empty: every output of the op."""
+
+    def __post_init__(self) -> None:
+        if not self.bounds:
+            raise RegistryError(f"known deviation {self.reason[:60]!r} has no bounds: give the "
+                                "largest error it may show, e.g. bounds={'max_rel': 2 ** -7}, "
+                                "so that a worse failure is still a failure")
+
+    def applies(self, case) -> bool:
+        return bool(self.when(case))
+
+    def covers(self, row: Mapping[str, Any]) -> bool:
+        """Whether failing result row ``row`` is the documented difference."""
+        if row.get("output") in NEVER_COVERED_OUTPUTS or row.get("check") == "determinism":
+            return False
+        if self.outputs and row.get("output") not in self.outputs:
+            return False
+        if row.get("nan_count") or row.get("nonfinite_mismatch"):
+            return False
+        for measure, bound in self.bounds.items():
+            value = row.get(measure)
+            if value is None or value != value or float(value) > bound:
+                return False
+        return True
+
+
+class KnownDeviationSeen(Exception):
+    """Raised by a judged case whose only failures are covered by a known deviation: the one
+    outcome its strict xfail accepts."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Unsupported:
+    """Inputs a third-party implementation is documented to get wrong beyond any bound (it reads
+    another memory layout, say): no known deviation can describe such output, so these cases
+    are not judged. Each shows under "Not run here" with ``reason``, and the adapter's guard test
+    must show the failure persists (so a fixed release is noticed and the entry removed)."""
+    reason: str
+    when: Callable[[Any], bool]
 
     def applies(self, case) -> bool:
         return bool(self.when(case))
@@ -75,6 +133,10 @@ class Implementation:
     """Launches Triton kernels: on a CPU they run under the interpreter, in numpy, one program
     at a time, so CPU profiles keep them to small token counts (profiles.INTERPRETER_MAX_TOKENS)."""
     cost_limit: CostLimit | None = None
+    unsupported: tuple[Unsupported, ...] = ()
+
+    def unsupported_for(self, case) -> list[Unsupported]:
+        return [u for u in self.unsupported if u.applies(case)]
 
     def deviations_for(self, case) -> list[KnownDeviation]:
         """The known deviations that cover ``case``."""
@@ -89,8 +151,12 @@ def register(op: str, name: str, *, available: bool = True, reason: str = "",
              batch_invariant: bool = False, knobs: Mapping[str, tuple] | None = None,
              replace: bool = False, accumulation: str = "fp32",
              triton: bool = False,
-             declared: Mapping[str, str] | None = None) -> Callable[[Callable], Callable]:
-    """Decorator: record ``fn`` as implementation ``name`` of ``op``.
+             declared: Mapping[str, str] | None = None,
+             known_deviations: tuple[KnownDeviation, ...] = (),
+             cost_limit: CostLimit | None = None,
+             unsupported: tuple[Unsupported, ...] = ()) -> Callable[[Callable], Callable]:
+    """Decorator: record ``fn`` as implementation ``name`` of ``op``, with everything it
+    declares about itself (the fields of :class:`Implementation`, which it is judged by).
 
     ``available=False`` with a ``reason`` records an implementation that cannot run here.
     Registering a name twice is an error unless ``replace=True``.
@@ -108,6 +174,8 @@ def register(op: str, name: str, *, available: bool = True, reason: str = "",
                            batch_invariant=batch_invariant, knobs=dict(knobs or {}),
                            accumulation=accumulation, triton=triton,
                            declared=dict(declared or {}),
+                           known_deviations=tuple(known_deviations), cost_limit=cost_limit,
+                           unsupported=tuple(unsupported),
                            source=getattr(fn, "__module__", "")), replace=replace)
         return fn
 

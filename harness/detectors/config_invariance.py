@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness.core.results import Finding
 from harness.detectors import outputs_agree
-from harness.evaluate import evaluate
+from harness.evaluate import evaluate, kept
 from harness.core.registry import Implementation
 from harness.core.cases import Case
 from harness.core.specs import OpSpec
@@ -19,7 +19,7 @@ def check(spec: OpSpec, impl: Implementation, case: Case) -> Finding:
         return Finding("config_invariance", spec.op, impl.name, True, "no knobs declared")
     inputs = spec.make_inputs(case)
     ref = spec.reference(inputs)
-    default = spec.run(impl.fn, inputs)
+    default = kept(spec.run(impl.fn, inputs))  # kept: the knob runs may reuse its buffer
     problems, rows = [], []
     for knob, values in impl.knobs.items():
         for value in values:

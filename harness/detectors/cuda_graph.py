@@ -22,7 +22,7 @@ import torch
 from harness.core import deferred
 from harness.core.results import Finding, result_row
 from harness.core.metrics import differing_tokens
-from harness.evaluate import tensors_of
+from harness.evaluate import kept, tensors_of
 from harness.core.cases import Case
 from harness.core.specs import OpSpec
 
@@ -79,7 +79,8 @@ def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays
             continue
         graph.replay()
         torch.cuda.synchronize()
-        got, want = spec.collect(static, result), spec.run(impl.fn, new)
+        got = kept(spec.collect(static, result))  # before the eager call can overwrite it
+        want = spec.run(impl.fn, new)
         for name in spec.outputs:
             tokens = differing_tokens(spec.canonical(name, got[name]), spec.canonical(name, want[name]))
             detail = (f"replay {i} (seed {new_case.seed}) differs from an eager call in "

@@ -83,6 +83,7 @@ def config_from_args(args):
 
 
 def cmd_e2e(args) -> int:
+    from harness.e2e.data import DataError
     from harness.e2e.golden import GoldenError
     from harness.e2e.run import run
 
@@ -92,8 +93,8 @@ def cmd_e2e(args) -> int:
         args.output = str(new_report_folder(None) / "e2e")
     try:
         summary = run(config_from_args(args))
-    except (GoldenError, FileNotFoundError, ValueError) as exc:
-        print(f"harness e2e: {exc}")
+    except (GoldenError, DataError, FileNotFoundError, ValueError) as exc:
+        print(f"harness e2e: could not test: {exc}")
         return EXIT["error"]
     print((pathlib.Path(args.output) / "e2e_summary.md").read_text())
     print(f"E2E verdict: {summary['verdict']} (report: {args.output})")
@@ -135,6 +136,7 @@ def _record(args) -> int:
 
 def cmd_golden(args) -> int:
     from harness.e2e import golden
+    from harness.e2e.data import DataError
 
     try:
         if args.action == "list":
@@ -161,6 +163,9 @@ def cmd_golden(args) -> int:
             new = golden.from_level(level, summary["meta"], args.name, args.source or "",
                                     args.notes or "", judge)
             print(f"wrote {golden.write(new, pathlib.Path(args.path) if args.path else None)}")
+    except DataError as exc:
+        print(f"harness golden: could not record: {exc}")
+        return EXIT["error"]
     except (golden.GoldenError, FileNotFoundError) as exc:
         print(f"harness golden: {exc}")
         return 1

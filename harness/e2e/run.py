@@ -48,24 +48,50 @@ class E2EConfig:
     accept_aggregate_golden: bool = False
     """Compare a --limit subset with a golden that only has whole-set accuracy anyway."""
 
+    def resume_identity(self) -> dict[str, Any]:
+        """What must match for saved levels to be reused: the settings, the golden, the test
+        split and what can be seen of the server build and model file before it starts."""
+        build = fingerprint.collect(self.server_kind,
+                                    None if self.base_url else self.server_cmd, None)
+        build.pop("system_info", None)  # read from the server's log, after it starts
+        return {"base_url": self.base_url, "server_cmd": self.server_cmd,
+                "server_env": self.server_env, "model": self.model, "limit": self.limit,
+                "num_fewshot": self.num_fewshot, "gen_kwargs": self.gen_kwargs,
+                "kernel_settings": self.kernel_settings, "golden": self.golden,
+                "test_sha256": data.test_split_sha256(data.locate(self.data_dir)), **build}
+
     def resume_key(self) -> str:
-        """What must match for saved levels to be reused."""
-        key = json.dumps([self.base_url, self.server_cmd, self.server_env, self.model, self.limit,
-                          self.num_fewshot, self.gen_kwargs, self.kernel_settings], sort_keys=True,
-                         default=str)
+        key = json.dumps(self.resume_identity(), sort_keys=True, default=str)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+class ResumeMismatch(ValueError):
+    """The output folder holds levels of another server build, model, settings or golden."""
 
 
 def _level_path(out: pathlib.Path, level: int) -> pathlib.Path:
     return out / "levels" / f"c{level}.json"
 
 
-def _saved(out: pathlib.Path, level: int, resume_key: str) -> dict | None:
+def _saved(out: pathlib.Path, level: int, identity: dict, resume_key: str) -> dict | None:
+    """The saved result of ``level``, to resume from; None when there is none or it is an
+    error (run again). Refuses a level saved under another identity: resuming would judge this
+    build on another build's answers (a ``git bisect run`` into one folder)."""
     path = _level_path(out, level)
     if not path.exists():
         return None
     saved = json.loads(path.read_text())
-    if saved.get("resume_key") != resume_key or saved.get("error"):
+    if saved.get("resume_key") != resume_key:
+        was = saved.get("resume_identity") or {}
+        changed = sorted(k for k in set(was) | set(identity)
+                         if json.dumps(was.get(k), sort_keys=True, default=str)
+                         != json.dumps(identity.get(k), sort_keys=True, default=str))
+        what = ", ".join(f"{k} ({str(was.get(k))[:40]!r} saved, {str(identity.get(k))[:40]!r} "
+                         "now)" for k in changed[:4]) or "saved before resume identities existed"
+        raise ResumeMismatch(
+            f"{path} was saved by another run than this one: {what}. Its answers cannot stand "
+            f"for this server; pass a new --output, or delete {out / 'levels'} to start over")
+    if saved.get("error"):
         return None
     return saved
 
@@ -92,8 +118,9 @@ def _server(cfg: E2EConfig):
 def run_levels(cfg: E2EConfig, meta: dict) -> list[dict]:
     folder = data.locate(cfg.data_dir)
     task_dir = data.write_task(folder, cfg.output / "task", cfg.num_fewshot)
+    identity = cfg.resume_identity()
     fp = cfg.resume_key()
-    results = {lv: _saved(cfg.output, lv, fp) for lv in cfg.levels}
+    results = {lv: _saved(cfg.output, lv, identity, fp) for lv in cfg.levels}
     todo = [lv for lv in cfg.levels if results[lv] is None]
     if todo:
         try:
@@ -104,7 +131,7 @@ def run_levels(cfg: E2EConfig, meta: dict) -> list[dict]:
                     if dead:
                         results[level] = {"level": level, "error": dead}
                         continue
-                    results[level] = _one_level(cfg, srv, level, task_dir, fp)
+                    results[level] = _one_level(cfg, srv, level, task_dir, identity, fp)
                     if results[level].get("error") and not srv.alive():
                         dead = f"server died during level {level}: {results[level]['error']}"
         except (server_mod.ServerError, OSError) as exc:
@@ -114,7 +141,8 @@ def run_levels(cfg: E2EConfig, meta: dict) -> list[dict]:
     return [results[lv] for lv in cfg.levels]
 
 
-def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, fp: str) -> dict:
+def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, identity: dict,
+               fp: str) -> dict:
     out = cfg.output / "lm_eval" / f"c{level}"
     argv = lmeval.command(srv.base_url, srv.model, level, task_dir, out, cfg.limit,
                           cfg.gen_kwargs, cfg.request_timeout)
@@ -128,7 +156,7 @@ def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, fp: str)
         if not srv.alive():
             cause = f"server exited with code {srv.process.returncode}. " + cause
         res = {"level": level, "error": cause}
-    res["resume_key"] = fp
+    res["resume_key"], res["resume_identity"] = fp, identity
     path = _level_path(cfg.output, level)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1))

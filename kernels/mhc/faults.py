@@ -215,3 +215,51 @@ def tail_tile_writes_past_residual(threshold: int) -> Implementation:
         past.zero_()
         return out
     return _impl("mhc_post", "fault-tail-tile-writes-past-residual", mhc_post)
+
+
+def _persistent(shape, like: torch.Tensor, buffers: dict) -> torch.Tensor:
+    key = (tuple(shape), like.dtype, str(like.device))
+    if key not in buffers:
+        buffers[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+    return buffers[key]
+
+
+@FAULTS.seed("persistent_buffer_race", "mhc_post", "intermittent race behind a reused buffer",
+             "determinism")
+def persistent_buffer_race(threshold: int) -> Implementation:
+    """Returns one persistent output buffer per shape (as serving code with static buffers
+    does), and on every call after the first its last token's first element is 0.5 off (a race
+    that loses once the buffer is warm). A determinism check that keeps run 1's output
+    without a copy compares that buffer with itself and sees nothing."""
+    buffers: dict = {}
+
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        result = ref.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+        out = _persistent(result.shape, result, buffers)
+        warm = getattr(out, "_warm", False)
+        out.copy_(result)
+        if warm:
+            out.view(out.shape[0], -1)[-1, 0] += 0.5
+        out._warm = True
+        return out
+    return _impl("mhc_post", "fault-persistent-buffer-race", mhc_post)
+
+
+@FAULTS.seed("persistent_buffer_stale_in_replay", "mhc_post", "CUDA-graph replay",
+             "cuda_graph", needs_gpu=True)
+def persistent_buffer_stale_in_replay(threshold: int) -> Implementation:
+    """Returns one persistent output buffer per shape, and its captured path (a launch chosen
+    while the stream captures) leaves the last token unwritten, so a replay keeps whatever the
+    buffer held. An eager call then rewrites the same buffer: a check comparing the replay's
+    output with it without a copy compares the buffer with itself."""
+    buffers: dict = {}
+
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        result = ref.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+        out = _persistent(result.shape, result, buffers)
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            out[:-1].copy_(result[:-1])
+        else:
+            out.copy_(result)
+        return out
+    return _impl("mhc_post", "fault-persistent-buffer-stale-in-replay", mhc_post)
