@@ -1,5 +1,6 @@
 """Seeded faults of the sparse-attention indexer: window and mask slips, the relu moved past
-the head sum, a paged kernel that assumes a contiguous cache, and the PR 42810 decode slice."""
+the head sum, a paged kernel that assumes a contiguous cache, the PR 42810 decode slice, and
+bf16 intermediates hiding behind an fp8 tensor-core declaration."""
 
 from __future__ import annotations
 
@@ -72,3 +73,53 @@ def ref_topk_decode():
     def decode(*args):
         return topk_ref.top_k_per_row_decode(*args)
     return decode
+
+
+def _bf16_intermediate_mqa(kind: str):
+    """Prefill logits computed exactly except for one intermediate rounded to bf16: the head
+    weights, the key scales, or each head's q.k score."""
+    def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+        k, scale = kv
+        scale = scale.reshape(-1).float()
+        weights = weights.float()
+        if kind == "weights":
+            weights = weights.bfloat16().float()
+        if kind == "key_scales":
+            scale = scale.bfloat16().float()
+        score = torch.einsum("mhd,nd->mhn", q.float(), k.float())
+        if kind == "scores":
+            score = score.bfloat16().float()
+        logits = ((score * scale).relu() * weights[:, :, None]).sum(dim=1)
+        cols = torch.arange(k.shape[0], device=q.device)
+        visible = (cols[None, :] >= cu_seqlen_ks[:, None]) & (cols[None, :] < cu_seqlen_ke[:, None])
+        return logits.masked_fill(~visible, float("-inf"))
+    return mqa
+
+
+def _fp8_mma_fault(kind: str) -> Implementation:
+    return Implementation(op="fp8_mqa_logits", name=f"fault-bf16-{kind.replace('_', '-')}",
+                          fn=_bf16_intermediate_mqa(kind), accumulation="fp8-mma",
+                          source=__name__)
+
+
+@FAULTS.seed("bf16_head_weights", "fp8_mqa_logits", "precision loss inside the fp8-MMA bound",
+             "indexer_checks")
+def bf16_head_weights(threshold: int) -> Implementation:
+    """Declares fp8 tensor-core accumulation, and rounds the head weights to bf16: an error of
+    up to 2^-9 of each head's term, which a bound loose enough for any fp8 kernel would admit."""
+    return _fp8_mma_fault("weights")
+
+
+@FAULTS.seed("bf16_key_scales", "fp8_mqa_logits", "precision loss inside the fp8-MMA bound",
+             "indexer_checks")
+def bf16_key_scales(threshold: int) -> Implementation:
+    """Declares fp8 tensor-core accumulation, and rounds the per-key fp32 scales to bf16."""
+    return _fp8_mma_fault("key_scales")
+
+
+@FAULTS.seed("bf16_scores", "fp8_mqa_logits", "precision loss inside the fp8-MMA bound",
+             "indexer_checks")
+def bf16_scores(threshold: int) -> Implementation:
+    """Declares fp8 tensor-core accumulation, and stores each head's q.k score in bf16 (a bf16
+    MMA output, as vLLM's torch fallback does)."""
+    return _fp8_mma_fault("scores")
