@@ -12,7 +12,7 @@ import pytest
 
 from harness import families
 from harness.core import registry
-from harness.adapters.vllm_sparse import DECLARED, SPARSE_ENTRIES, SPARSE_MODULE, UNSUPPORTED
+from harness.adapters.vllm_sparse import SPARSE_ENTRIES, SPARSE_MODULE, UNSUPPORTED
 from harness.evaluate import evaluate
 from harness.core.cases import Case
 from harness.core.specs import get_spec
@@ -23,10 +23,6 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
 pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton")]
 
 BOUND = [(impl, op) for impl, ops in SPARSE_ENTRIES.items() for op in ops]
-DECLARED_CASES = {
-    "indexer_k_quant_and_cache": Case("indexer_k_quant_and_cache", tokens=67, scale_fmt=None),
-    "fp8_paged_mqa_logits": Case("fp8_paged_mqa_logits", tokens=6, batch=3, next_n=2, context=300, heads=4),
-}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,21 +36,6 @@ def test_every_sparse_entry_is_bound_or_explained(impl, op):
     entry = SPARSE_ENTRIES[impl][op]
     assert record.available or entry in record.reason or SPARSE_MODULE in record.reason, (
         f"{op}/{impl} is unavailable without naming {entry}: {record.reason}")
-
-
-@pytest.mark.parametrize("op", sorted(DECLARED["vllm-triton"]))
-def test_each_declaration_is_needed(op, device):
-    record = registry.get(op, "vllm-triton")
-    if not record.available:
-        pytest.skip(f"{op}/vllm-triton cannot run here: {record.reason}")
-    case = dataclasses.replace(DECLARED_CASES[op], device=device)
-    as_declared = evaluate(get_spec(op), record, case)
-    assert as_declared.passed, as_declared.failures()
-    undeclared = dataclasses.replace(record, declared={}, accumulation="fp32")
-    as_contract = evaluate(get_spec(op), undeclared, case)
-    assert not as_contract.passed, (
-        f"{op}/vllm-triton passes the plain contract too: its declaration "
-        f"{DECLARED['vllm-triton'][op]} is not needed; remove it")
 
 
 UNSUPPORTED_CASES = {"fp8_paged_mqa_logits": Case("fp8_paged_mqa_logits", tokens=6, batch=3,

@@ -48,6 +48,15 @@ TF32_GEMM = {"accumulation": "tf32"}
 (the spec's tolerance table)."""
 
 
+def triton_tf32_gemm() -> dict[str, str]:
+    """TF32_GEMM for a Triton kernel where Triton compiles it for a GPU; under the CPU
+    interpreter ``tl.dot`` runs in fp32 and the plain fp32 bound holds (each declaration must be
+    needed where it is made: suites/test_declarations_are_needed.py)."""
+    from harness.core.device import triton_interpreted
+
+    return {} if triton_interpreted() else dict(TF32_GEMM)
+
+
 def namespace(**entries: Any) -> types.SimpleNamespace:
     """An api namespace without the entries that are None (absent in this package version)."""
     return types.SimpleNamespace(**{k: v for k, v in entries.items() if v is not None})

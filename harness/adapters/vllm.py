@@ -21,7 +21,7 @@ import importlib.util
 import inspect
 import re
 
-from harness.adapters.base import TF32_GEMM, Adapter, namespace
+from harness.adapters.base import TF32_GEMM, Adapter, namespace, triton_tf32_gemm
 from harness.adapters.deepgemm import LOGITS_OPS, deepgemm_logits
 from harness.adapters.signature import bind_by_name
 from harness.adapters.vllm_sparse import (COST_LIMITS, DECLARED, DEVIATIONS, SPARSE_ENTRIES,
@@ -249,6 +249,7 @@ ADAPTER = Adapter(
          "vllm-deepgemm": LOGITS_OPS},
     discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"},
     declared={**{f"vllm-{b}": {op: TF32_GEMM for op in MHC_OPS} for b in TF32_BACKENDS},
-              "vllm-triton": {**{op: TF32_GEMM for op in MHC_OPS}, **DECLARED["vllm-triton"]}},
+              "vllm-triton": {**{op: triton_tf32_gemm() for op in MHC_OPS},
+                              **DECLARED["vllm-triton"]}},
     triton=frozenset({"vllm-triton", "vllm-tilelang"}),
     deviations=DEVIATIONS, cost_limits=COST_LIMITS, unsupported=UNSUPPORTED)

@@ -17,10 +17,10 @@ Where vLLM's kernels differ from ``../shared/spec/ops.md`` by design, the differ
 (``DECLARED``) and judged as declared, never hidden: the Triton K-cache writer lays blocks of more
 than one slot out as 16x16 tiles (``kv_layout: shuffle16``, the layout AITER's reader expects), and
 the Triton paged-logits kernel writes only the visible window of each row (``outside_window:
-unwritten``; vLLM's top-k reads no further) with fp8 tensor-core dots (``fp8-mma``). Compiled
-for an NVIDIA GPU, the K-cache writer's fp32 divisions are approximate (``fp32_division:
-approximate``, see ``APPROXIMATE_DIVISION`` in the indexer spec); under the CPU interpreter they
-are exact and the cache must be bit-exact.
+unwritten``; vLLM's top-k reads no further). Compiled for an NVIDIA GPU, the logits kernel's dots
+run on fp8 tensor cores (``fp8-mma``) and the K-cache writer's fp32 divisions are approximate
+(``fp32_division: approximate``, see ``APPROXIMATE_DIVISION`` in the indexer spec); under the
+CPU interpreter both are exact, so the fp32 bound holds and the cache must be bit-exact.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def _compiled_for_nvidia() -> bool:
 
 
 DECLARED = {"vllm-triton": {
-    "fp8_paged_mqa_logits": {"accumulation": "fp8-mma", "outside_window": "unwritten"},
+    "fp8_paged_mqa_logits": {"outside_window": "unwritten",
+                             **({"accumulation": "fp8-mma"} if _compiled_for_nvidia() else {})},
     "indexer_k_quant_and_cache": {"kv_layout": "shuffle16",
                                   **({"fp32_division": "approximate"}
                                      if _compiled_for_nvidia() else {})},

@@ -20,10 +20,11 @@ Comparisons:
   the scale, one for the weight, ``heads`` in the head sum, u = 2**-24:
   ``allowed = (head_dim + heads + 8) * 2**-24``.
   ``fp8-mma`` (declared by kernels on Hopper fp8 tensor cores, whose accumulator keeps about 14
-  bits: DeepSeek-V3 technical report, section 3.3.2): the dot product's ``head_dim`` additions
-  at u = 2**-14, the rest in fp32: ``allowed = head_dim * 2**-14 + (heads + 8) * 2**-24``
-  (2**-7: measured worst on the H100 was 7e-4). Each row of the report names the class. A relu
-  in the wrong place, a missing scale or a wrong key is orders of magnitude beyond either.
+  bits: DeepSeek-V3 technical report, section 3.3.2): calibrated on the H100 (``FP8_MMA_U``):
+  every logit within 2**-9 of its bound, and the 99th percentile and mean of a call's errors
+  within 2**-12 and 768 u, which a bf16 intermediate exceeds. Each row of the report names the
+  class. A relu in the wrong place, a missing scale or a wrong key is orders of magnitude beyond
+  either.
 """
 
 from __future__ import annotations
@@ -86,10 +87,15 @@ def _exact_row(name: str, out: torch.Tensor, ref_t: torch.Tensor, dtype: torch.d
             if bad else ""}
 
 
-APPROXIMATE_DIVISION = {"value_steps": 1, "scale_ulps": 2}
+APPROXIMATE_DIVISION = {"value_steps": 1, "scale_ulps": 2, "value_share": 2.0 ** -10,
+                        "value_slack": 8, "scale_share": 2.0 ** -4}
 """What ``fp32_division: approximate`` admits in a K cache: Triton lowers fp32 ``/`` on NVIDIA
 GPUs to ``div.full.f32`` (within 2 ulp), so ``amax / 448`` may land 2 ulp off the correctly
-rounded scale, and ``x / scale`` one e4m3 step off where it sits near a rounding boundary."""
+rounded scale, and ``x / scale`` one e4m3 step off where it sits near a rounding boundary. Few
+can: a quotient lands within 2 fp32 ulps (2^-22 relative) of an e4m3 rounding boundary (steps of
+2^-3 relative) about once in 2^18 values, so at most ``value_share`` of the value bytes (plus
+``value_slack``, for small caches) and ``scale_share`` of the scales may differ; a writer that
+rounds toward zero moves half its values and fails."""
 
 
 def _ordered(ints: torch.Tensor, sign_bit: int) -> torch.Tensor:
@@ -128,18 +134,51 @@ def cache_row(out: torch.Tensor, ref_t: torch.Tensor, block_values: int,
     ulps = (_ordered(scale_a, 1 << 31) - _ordered(scale_b, 1 << 31)).abs()
     worst_step = int(steps.max()) if steps.numel() else 0
     worst_ulp = int(ulps.max()) if ulps.numel() else 0
+    moved, scales_moved = int((steps > 0).sum()), int((ulps > 0).sum())
+    may_move = APPROXIMATE_DIVISION["value_share"] * steps.numel() + APPROXIMATE_DIVISION["value_slack"]
+    may_move_scales = APPROXIMATE_DIVISION["scale_share"] * max(ulps.numel(), 16)
     within = (worst_step <= APPROXIMATE_DIVISION["value_steps"]
-              and worst_ulp <= APPROXIMATE_DIVISION["scale_ulps"])
+              and worst_ulp <= APPROXIMATE_DIVISION["scale_ulps"]
+              and moved <= may_move and scales_moved <= may_move_scales)
     verdict = ("within the declared approximate fp32 division" if within else
                "beyond the declared approximate fp32 division")
     return {**row, "passed": within,
             "detail": f"{detail}; worst {worst_step} e4m3 step(s), {worst_ulp} fp32 ulp(s) of a "
-                      f"scale: {verdict} (at most {APPROXIMATE_DIVISION['value_steps']} step, "
-                      f"{APPROXIMATE_DIVISION['scale_ulps']} ulps)"}
+                      f"scale, {moved} values and {scales_moved} scales moved: {verdict} (at "
+                      f"most {APPROXIMATE_DIVISION['value_steps']} step on {may_move:.0f} "
+                      f"values, {APPROXIMATE_DIVISION['scale_ulps']} ulps on "
+                      f"{may_move_scales:.0f} scales)"}
 
+
+FP8_MMA_U = {"worst": 2 ** 15, "p99": 2 ** 12, "mean": 768}
+"""The ``fp8-mma`` class, in u = 2^-24 of each logit's bound: every visible logit within
+``worst``; over a call of at least FP8_MMA_SAMPLE visible logits, their 99th percentile within
+``p99`` and their mean within ``mean``. Set from ``scripts/calibrate_fp8_mma.py`` on the H100
+(docs/kernels/sparse_indexer.md has the figures): the shipped kernels' worst/p99/mean reached
+14116/2012/362 u, so the bounds sit 2.3x/2.0x/2.1x above them; a kernel that also rounds head
+weights, key scales or scores to bf16 reached at least 14449/7128/1341 u, so its tail hides
+under any bound an fp8 kernel needs but its p99 and mean do not."""
+FP8_MMA_SAMPLE = 4096
+"""Fewer visible logits make a percentile or a mean the worst of a handful: only ``worst``."""
 
 ACCUMULATION = {"fp32": lambda d, h: (d + h + 8) * U32,
-                "fp8-mma": lambda d, h: d * 2.0 ** -14 + (h + 8) * U32}
+                "fp8-mma": lambda d, h: FP8_MMA_U["worst"] * U32}
+
+
+def _fp8_mma_spread(share_u: torch.Tensor) -> tuple[dict, list[str]]:
+    """The p99 and mean of the visible logits' errors (in u of their bound) and what exceeds
+    FP8_MMA_U, for calls of at least FP8_MMA_SAMPLE visible logits."""
+    if share_u.numel() < FP8_MMA_SAMPLE:
+        return {}, []
+    flat = share_u.float().reshape(-1)
+    p99 = float(flat.kthvalue(max(1, int(0.99 * flat.numel()))).values)
+    mean = float(share_u.mean())
+    problems = [f"p99 of the visible logits' error {p99:.0f} u beyond the fp8-mma {FP8_MMA_U['p99']} u"
+                ] if p99 > FP8_MMA_U["p99"] else []
+    problems += [f"mean error {mean:.0f} u beyond the fp8-mma {FP8_MMA_U['mean']} u (an extra "
+                 "rounding on every logit, e.g. a bf16 intermediate)"
+                 ] if mean > FP8_MMA_U["mean"] else []
+    return {"p99_err_in_u_bound": p99, "mean_err_in_u_bound": mean}, problems
 
 
 def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, dims: tuple[int, int],
@@ -159,8 +198,10 @@ def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, dim
     factor = ACCUMULATION[accumulation](*dims)
     allowed = factor * bound[vis]
     over = int((err > allowed).sum())
-    ratio = float((err / (bound[vis] * U32).clamp_min(1e-300)).max()) if err.numel() else 0.0
-    problems = [f"{nan} NaN"] if nan else []
+    share_u = err / (bound[vis] * U32).clamp_min(1e-300)
+    ratio = float(share_u.max()) if err.numel() else 0.0
+    spread, problems = (_fp8_mma_spread(share_u) if accumulation == "fp8-mma" else ({}, []))
+    problems = ([f"{nan} NaN"] if nan else []) + problems
     problems += [f"{posinf} +inf"] if posinf else []
     problems += [f"-inf pattern differs at {mask_bad} cells (visibility mask)"] if mask_bad else []
     problems += [f"{over} visible logits beyond the {accumulation} accumulation bound "
@@ -169,7 +210,7 @@ def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, dim
     return {**row, "passed": not problems, "max_abs": float(err.max()) if err.numel() else 0.0,
             "tol_used": used,
             "accumulation": accumulation,
-            "max_err_in_u_bound": ratio, "mask_mismatch": mask_bad, "nan_count": nan,
+            "max_err_in_u_bound": ratio, **spread, "mask_mismatch": mask_bad, "nan_count": nan,
             "mismatch_frac": (over + mask_bad) / max(out.numel(), 1), "detail": "; ".join(problems)}
 
 
