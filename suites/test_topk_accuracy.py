@@ -46,6 +46,21 @@ def test_prefill_data_shapes(target, record):
     _check(target, target.case, record)
 
 
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=SHAPE_ROWS, top_k=SHAPE_K, context=[4096],
+                   seqs=[5], data=["nan", "ties-nan"], clean=[False], strided=[True])
+def test_prefill_nan_and_inf_inside_windows(target, record):
+    """NaN of every bit pattern and +-inf inside the windows, a row with fewer non-NaN values
+    than top_k (../shared/spec/ops.md: NaN is never selected; the rest of the row pads with
+    -1), on random and tie-heavy rows (vLLM #49896)."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[1, 4], top_k=SHAPE_K,
+                   context=[4096], data=["nan", "ties-nan"], clean=[False], strided=[True])
+def test_decode_nan_and_inf_inside_windows(target, record):
+    _check(target, _decode_case(target), record)
+
+
 @pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=DECODE_BATCH, next_n=NEXT_N, top_k=TOP_K,
                    context=CONTEXT)
 def test_decode_matches_reference(target, record):
@@ -80,7 +95,7 @@ below through each of its paths (with the default plan only rows of more than 40
 reach the last three)."""
 
 
-@pytest.mark.parametrize("data", ["random", "ties", "near-constant"])
+@pytest.mark.parametrize("data", ["random", "ties", "near-constant", "nan", "ties-nan"])
 @pytest.mark.implementation("triton")
 @pytest.mark.parametrize("path", SELECT_PATHS)
 @pytest.mark.parametrize("coarse_bits, radix", [(6, 5), (8, 4)])

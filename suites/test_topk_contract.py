@@ -1,4 +1,4 @@
-"""The top-k call contract: edge-case rows, tie handling, declared NaN handling, and clear errors
+"""The top-k call contract: edge-case rows, tie handling, NaN never selected, and clear errors
 from the shipped kernels on invalid arguments."""
 
 import pytest
@@ -62,14 +62,53 @@ def test_different_tie_order_passes_and_wrong_value_fails():
     assert not compare_topk(wrong, ref, logits, starts, ends, K)["passed"]
 
 
-@pytest.mark.implementation("torch")
-def test_nan_in_window_is_rejected_by_the_reference():
-    logits = torch.randn(2, 16)
-    logits[1, 3] = float("nan")
-    idx = torch.empty(2, 4, dtype=torch.int32)
-    with pytest.raises(ContractError, match="NaN"):
-        topk_ref.top_k_per_row_prefill(logits, torch.zeros(2, dtype=torch.int32),
-                                       torch.full((2,), 16, dtype=torch.int32), idx, 2, 16, 1, 4)
+def _nan_rows(device):
+    """NaN of each bit pattern among finite values, fewer non-NaN values than K, a row of NaN
+    alone, NaN beside -inf and +inf, a short row, and a tie row with NaN."""
+    n = 40
+    starts = torch.tensor([0, 3, 5, 2, 7, 0, 1, 4], dtype=torch.int32)
+    lengths = torch.tensor([20, 10, 12, 12, 6, 30, 16, 10], dtype=torch.int32)
+    logits = torch.randn(8, n, generator=torch.Generator().manual_seed(1))
+    bits = logits.view(torch.int32)
+    nan = [0x7FC00000, -0x400000, 0x7F800001, -1]
+    for r, cols in {0: [1, 4, 9], 1: [3, 4, 5, 6, 7], 2: range(5, 17), 3: range(2, 8),
+                    4: [7, 8], 5: [0, 10, 20, 29], 6: range(1, 17, 2), 7: [4, 5, 6]}.items():
+        for i, c in enumerate(cols):
+            bits[r, c] = nan[i % len(nan)]
+    logits[3, 8:14] = float("-inf")
+    logits[5, 1:29] = torch.where(torch.tensor([c in (10, 20) for c in range(1, 29)]),
+                                  logits[5, 1:29], 1.0)
+    logits[7, 7:9] = float("inf")
+    return {"logits": logits.to(device), "row_starts": starts.to(device),
+            "row_ends": (starts + lengths).to(device)}
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[8], top_k=[K])
+def test_nan_is_never_selected_and_short_rows_pad_with_minus_one(target, record):
+    """../shared/spec/ops.md (NaN, updated 2026-11-25): NaN ranks below -inf and is never
+    selected; a window with fewer than min(top_k, len) other values pads with -1."""
+    spec = target.spec
+    inputs = spec.make_inputs(target.case)
+    inputs.update(_nan_rows(target.case.device))
+    inputs["stride0"], inputs["stride1"] = inputs["logits"].stride()
+    ev = evaluate(spec, target.impl, target.case, inputs=inputs, check="nan_rows")
+    record(ev.rows)
+    assert ev.passed, ev.failures()
+    ref = torch.empty(8, K, dtype=torch.int32)
+    topk_ref.select_into(inputs["logits"].cpu(), inputs["row_starts"].cpu(),
+                         inputs["row_ends"].cpu(), ref, K)
+    assert (ref[2] == -1).all() and (ref[1] >= 0).sum() == 5 and (ref[3] >= 0).sum() == 6
+
+
+def test_a_selected_nan_fails_the_comparison():
+    logits = torch.tensor([[float("nan"), 1.0, 2.0, 3.0]])
+    starts, ends = torch.zeros(1, dtype=torch.int32), torch.full((1,), 4, dtype=torch.int32)
+    ref = torch.empty(1, 4, dtype=torch.int32)
+    topk_ref.select_into(logits, starts, ends, ref, 4)
+    assert sorted(ref[0].tolist()) == [-1, 1, 2, 3]
+    picked_nan = torch.tensor([[3, 2, 1, 0]], dtype=torch.int32)
+    row = compare_topk(picked_nan, ref, logits, starts, ends, 4)
+    assert not row["passed"] and row["nan_selected"] == 1 and "NaN" in row["detail"]
 
 
 def _bad_calls(inputs):

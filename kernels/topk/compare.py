@@ -1,8 +1,9 @@
 """Tie-aware comparison of top-k index sets, and the guard-band check of in-place outputs.
 
 A selection is correct when, row by row: the number of valid entries is exactly
-``min(top_k, row_len)``; every other slot holds -1 (no stale values); valid entries are distinct
-offsets inside the row's window; and the multiset of the selected logits equals the multiset of
+``min(top_k, non-NaN values in the window)``; every other slot holds -1 (no stale values); valid
+entries are distinct offsets inside the row's window, none of them at a NaN logit (NaN is never
+selected: ../shared/spec/ops.md); and the multiset of the selected logits equals the multiset of
 the reference's (so any choice among equal values passes, and nothing else does). Index sets are
 compared too, but only reported: with ties they may differ legitimately.
 """
@@ -31,13 +32,17 @@ def compare_topk(out: torch.Tensor, ref: torch.Tensor, logits: torch.Tensor,
     out, ref = out.long(), ref.long()
     s, e = starts.long()[:, None], ends.long()[:, None]
     length = (e - s).clamp_min(0)
-    expected = length.clamp_max(top_k).squeeze(1)
+    n = logits.shape[1]
+    cols = torch.arange(n, device=logits.device)
+    nan_in_window = (torch.isnan(logits) & (cols >= s) & (cols < e)).sum(1)
+    expected = (length.squeeze(1) - nan_in_window).clamp_max(top_k)
     valid = (out >= 0) & (out < length)
     stale = (~valid) & (out != -1)
     count_bad = valid.sum(1) != expected
+    at_nan = valid & torch.isnan(torch.gather(logits, 1, (out + s).clamp(0, max(n - 1, 0)))
+                                 if n else torch.zeros_like(valid))
     srt = torch.where(valid, out, -1).sort(dim=1, descending=True).values
     dup = ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any(1)
-    n = logits.shape[1]
 
     def picked(idx, ok):
         cols = (idx + s).clamp(0, max(n - 1, 0))
@@ -54,22 +59,26 @@ def compare_topk(out: torch.Tensor, ref: torch.Tensor, logits: torch.Tensor,
     row["recall"] = recall(out, valid, ref, ref_valid)
     sets_differ = ~(torch.where(valid, out, -1).sort(1).values
                     == torch.where(ref_valid, ref, -1).sort(1).values).all(1)
-    row.update(stale_slots=int(stale.sum()), count_mismatch_rows=int(count_bad.sum()),
+    row.update(nan_selected=int(at_nan.sum()), stale_slots=int(stale.sum()),
+               count_mismatch_rows=int(count_bad.sum()),
                duplicate_rows=int(dup.sum()), value_mismatch_rows=int(values_bad.sum()),
                tie_resolved_rows=int((sets_differ & ~values_bad).sum()))
     problems = []
-    for key, what in (("count_mismatch_rows", "rows with a wrong number of valid entries"),
+    for key, what in (("nan_selected", "slots selecting a NaN logit (NaN is never selected)"),
+                      ("count_mismatch_rows", "rows with a wrong number of valid entries"),
                       ("stale_slots", "slots neither a valid offset nor -1 (stale/global/unwritten)"),
                       ("duplicate_rows", "rows with a repeated offset"),
                       ("value_mismatch_rows", "rows whose selected logits are not the top-k")):
         if row[key]:
             first = {"count_mismatch_rows": count_bad, "duplicate_rows": dup,
-                     "value_mismatch_rows": values_bad}.get(key, stale.any(1))
+                     "value_mismatch_rows": values_bad, "nan_selected": at_nan.any(1)
+                     }.get(key, stale.any(1))
             r = int(torch.nonzero(first)[0]) if first.any() else -1
             problems.append(f"{row[key]} {what} (first row {r})")
     row["passed"] = not problems
     row["detail"] = "; ".join(problems)
-    row["mismatch_frac"] = float((count_bad | dup | values_bad | stale.any(1)).float().mean()) if rows else 0.0
+    row["mismatch_frac"] = float((count_bad | dup | values_bad | stale.any(1) | at_nan.any(1))
+                                 .float().mean()) if rows else 0.0
     return row
 
 

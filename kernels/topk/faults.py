@@ -63,3 +63,14 @@ def decode_window_off_by_one(threshold: int) -> Implementation:
         view = logits.as_strided((num_rows, logits.shape[1]), (stride0, stride1))
         ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
     return _impl("top_k_per_row_decode", "fault-decode-window-off-by-one", decode)
+
+
+@FAULTS.seed("nan_ranks_highest", "top_k_per_row_prefill", "NaN selected", "topk_checks")
+def nan_ranks_highest(threshold: int) -> Implementation:
+    """Orders by the raw sortable bits, where a positive NaN sorts above +inf: NaN logits (a NaN
+    in q or k upstream) are selected first (vLLM #49896, before PR #50201)."""
+    def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        ranked = torch.where(torch.isnan(view), float("inf"), view)
+        ref.select_into(ranked, row_starts[:num_rows], row_ends[:num_rows], indices, int(top_k))
+    return _impl("top_k_per_row_prefill", "fault-nan-ranks-highest", prefill)

@@ -6,9 +6,11 @@ TOPK_CHECKS = Probe(
     passes="contract, ties and guard bands hold",
     cases={
         "top_k_per_row_prefill": ((37, (("top_k", 16), ("context", 40), ("seqs", 3), ("clean", False))),
-                                  (20, (("top_k", 16), ("context", 30), ("seqs", 2), ("data", "ties")))),
+                                  (20, (("top_k", 16), ("context", 30), ("seqs", 2), ("data", "ties"))),
+                                  (9, (("top_k", 16), ("context", 40), ("seqs", 2), ("data", "nan")))),
         "top_k_per_row_decode": ((12, (("top_k", 16), ("context", 60), ("next_n", 2), ("pad", 3))),
                                  (16, (("top_k", 16), ("context", 60), ("next_n", 4), ("clean", False)))),
     })
 """Small cases with row_starts > 0, rows both shorter and longer than k, next_n > 1, graph
-padding and uncleaned tails: enough to expose every top-k index-contract and slicing fault."""
+padding, uncleaned tails and NaN inside windows: enough to expose every top-k index-contract,
+slicing and NaN-ranking fault."""

@@ -40,22 +40,45 @@ def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.
     dev = case.device
     g = generator(case, 1, dev)
     width = n + (17 if spec.param(case, "strided") else 0)
-    if spec.param(case, "data") in ("ties", "negative-ties"):
+    data = spec.param(case, "data")
+    base = data.removesuffix("-nan")
+    if base in ("ties", "negative-ties"):
         bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
                                           device=dev)
         buf = bits.view(torch.float32)
-        if spec.param(case, "data") == "negative-ties":
+        if base == "negative-ties":
             buf = -buf
-    elif spec.param(case, "data") == "near-constant":
+    elif base == "near-constant":
         above = torch.rand(rows, width, generator=g, device=dev) < 0.01
         buf = (0x3F900000 | above.int()).view(torch.float32)
     else:
         buf = torch.randn(rows, width, generator=g, device=dev)
+    if data.endswith("nan"):
+        buf = _sprinkle_nan(buf, g)
     cols = torch.arange(width, device=dev)
     outside = ((cols[None, :] < starts.to(dev).long()[:, None])
                | (cols[None, :] >= ends.to(dev).long()[:, None]))
     buf.masked_fill_(outside, float("-inf") if spec.param(case, "clean") else 1e4)
     return buf[:, :n]
+
+
+NAN_PATTERNS = (0x7FC00000, -0x400000, 0x7F800001, -1)
+"""Quiet NaN of both signs, a signalling NaN, and the all-ones pattern (int32 views)."""
+
+
+def _sprinkle_nan(buf: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """10% NaN of every bit pattern, 2% each of +inf and -inf, and the first row 95% NaN (fewer
+    non-NaN values than top_k: the rest of its slots must be -1)."""
+    u = torch.rand(buf.shape, generator=g, device=buf.device)
+    nan = u < 0.10
+    nan[0] = u[0] < 0.95
+    bits = buf.clone().view(torch.int32)
+    which = torch.randint(0, len(NAN_PATTERNS), buf.shape, generator=g, device=buf.device)
+    patterns = torch.tensor(NAN_PATTERNS, dtype=torch.int32, device=buf.device)[which]
+    bits = torch.where(nan, patterns, bits)
+    out = bits.view(torch.float32)
+    out = torch.where((u >= 0.10) & (u < 0.12), float("inf"), out)
+    return torch.where((u >= 0.12) & (u < 0.14), float("-inf"), out)
 
 
 class _TopKSpec(OpSpec):

@@ -16,25 +16,23 @@ def select_into(logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
     """Rows ``r``: the largest ``min(top_k, len)`` logits of ``[starts[r], ends[r])``.
 
     Valid -inf logits are still valid positions (ranked below every finite value); columns
-    outside the window never are. NaN inside a window is rejected: its order is undefined.
+    outside the window never are, and neither is NaN (../shared/spec/ops.md, updated
+    2026-11-25): it ranks below -inf and is never selected, so a row with fewer than
+    ``min(top_k, len)`` non-NaN values pads the rest with -1.
     """
     num_rows, n = starts.shape[0], logits.shape[1]
     cols = torch.arange(n, device=logits.device)
     for r0 in range(0, num_rows, ROW_CHUNK):
         s = starts[r0:r0 + ROW_CHUNK].long()[:, None]
         e = ends[r0:r0 + ROW_CHUNK].long()[:, None]
-        valid = (cols >= s) & (cols < e)
         vals = logits[r0:r0 + ROW_CHUNK].double()
-        if bool(torch.isnan(vals[valid]).any()):
-            raise validate.ContractError(
-                "NaN logits inside a row's window: top-k order is undefined; clean the logits "
-                "(NaN handling is declared out of contract)")
+        valid = (cols >= s) & (cols < e) & ~torch.isnan(vals)
         keyed = torch.where(valid, torch.where(vals == float("-inf"),
                                                torch.finfo(torch.float64).min, vals),
                             float("-inf"))
         k = min(top_k, n)
         top = keyed.topk(k, dim=1).indices if k else keyed[:, :0].long()
-        count = (e - s).clamp(0, top_k)
+        count = valid.sum(dim=1, keepdim=True).clamp_max(top_k)
         slot = torch.arange(top_k, device=logits.device)
         out = torch.full((top.shape[0], top_k), -1, dtype=torch.long, device=logits.device)
         out[:, :k] = top - s

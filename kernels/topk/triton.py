@@ -134,9 +134,16 @@ _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 """How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 
+NAN_KEY: tl.constexpr = 0
+"""The order key of every NaN: below every other key (-inf's is 0x007FFFFF), so a NaN is chosen
+only when its row has fewer than top_k other values, and a chosen one is written as -1 (NaN is
+never selected: ../shared/spec/ops.md). Only an all-ones bit pattern, itself a NaN, maps there
+otherwise."""
+
+
 @triton.jit
 def _order_key(v):
-    return _key_of_bits(v.to(tl.uint32, bitcast=True))
+    return tl.where(v != v, NAN_KEY, _key_of_bits(v.to(tl.uint32, bitcast=True)))
 
 
 @triton.jit
@@ -193,7 +200,7 @@ def _masked_hist(x, m, NBINS: tl.constexpr, FULL: tl.constexpr):
 def _coarse_bin(v, BITS: tl.constexpr):
     h = v.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
     key = tl.where(h >= 0x8000, h ^ 0xFFFF, h | 0x8000)
-    return key >> (16 - BITS)
+    return tl.where(v != v, 0, key >> (16 - BITS))
 
 
 @triton.jit
@@ -252,7 +259,8 @@ def _row_bits_range(first, differ):
     differ = differ.to(tl.uint32, bitcast=True)
     common, ones = first & (differ ^ 0xFFFFFFFF), first | differ
     a, b = _key_of_bits(common), _key_of_bits(ones)
-    one_sign = (differ >> 31) == 0
+    no_nan = (ones & 0x7F800000) != 0x7F800000  # else a NaN's key (NAN_KEY) may be in the row
+    one_sign = ((differ >> 31) == 0) & no_nan
     return (tl.where(one_sign, tl.minimum(a, b), 0),
             tl.where(one_sign, tl.maximum(a, b), 0xFFFFFFFF))
 
@@ -414,9 +422,9 @@ def _coarse_filter(logits_ptr, starts_ptr, ends_ptr, ws_ptr, sync_ptr, idx_ptr, 
     from_row = _reads_row(in_bin_count, end - start, cap, REG_TILE)
     if end - start <= top_k:
         for c0 in range(lo, hi, TILE):
-            cols = c0 + tl.arange(0, TILE)
+            cols, v, m = _row_tile(row_ptr, stride1, c0, hi, 0.0, TILE, False)
             rel = cols - start
-            tl.store(out_ptr + rel * idx_stride1, rel.to(tl.int32), mask=cols < hi)
+            tl.store(out_ptr + rel * idx_stride1, tl.where(v != v, -1, rel).to(tl.int32), mask=m)
     elif _range_before_finish(from_row, info_ptr):
         if _range_in_hist(in_bin_count, end - start, ROW_BITS) == 0:
             lows = tl.full((TILE,), 0xFFFFFFFF, tl.uint32)
@@ -779,7 +787,8 @@ def _write_taken(key, col, m, shift, prefix, k_rem, taken, eq_seen, out_ptr, idx
     skipped = tl.minimum(eq_seen, k_rem)
     pos = taken + above_rank + tl.minimum(eq_rank, k_rem) - skipped
     take = above | (eq & (eq_rank < k_rem))
-    tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, col, mask=take)
+    tl.store(out_ptr + pos.to(tl.int64) * idx_stride1, tl.where(key == NAN_KEY, -1, col),
+             mask=take)
     eq_seen += n_eq
     return taken + n_above + tl.minimum(eq_seen, k_rem) - skipped, eq_seen
 
