@@ -95,7 +95,12 @@ def test_a_sign_flip_near_zero_is_not_thirty_thousand_ulps():
 def test_e2e_refuses_to_resume_answers_of_another_build(tmp_path):
     from harness.e2e.run import E2EConfig, ResumeMismatch, _saved
 
-    cfg = E2EConfig(output=tmp_path, base_url="http://127.0.0.1:9", model="m", levels=(1,))
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "test"):
+        (data / f"{split}.jsonl").write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    cfg = E2EConfig(output=tmp_path, base_url="http://127.0.0.1:9", model="m", levels=(1,),
+                    data_dir=str(data))
     identity = cfg.resume_identity()
     level = tmp_path / "levels" / "c1.json"
     level.parent.mkdir(parents=True)
@@ -103,7 +108,7 @@ def test_e2e_refuses_to_resume_answers_of_another_build(tmp_path):
                                  "resume_identity": identity}))
     assert _saved(tmp_path, 1, identity, cfg.resume_key())["level"] == 1
     other = E2EConfig(output=tmp_path, base_url="http://127.0.0.1:9", model="m", levels=(1,),
-                      server_cmd=None, kernel_settings={"VLLM_ROCM_USE_AITER": "0"})
+                      data_dir=str(data), kernel_settings={"VLLM_ROCM_USE_AITER": "0"})
     with pytest.raises(ResumeMismatch, match="kernel_settings.*new --output"):
         _saved(tmp_path, 1, other.resume_identity(), other.resume_key())
 

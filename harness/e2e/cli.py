@@ -96,6 +96,10 @@ def cmd_e2e(args) -> int:
     except (GoldenError, DataError, FileNotFoundError, ValueError) as exc:
         print(f"harness e2e: could not test: {exc}")
         return EXIT["error"]
+    except ImportError as exc:
+        print(f"harness e2e: could not test: {exc.name or exc} is not installed; the E2E run "
+              "needs lm-eval: bash scripts/install.sh (or pip install -e '.[e2e]')")
+        return EXIT["error"]
     print((pathlib.Path(args.output) / "e2e_summary.md").read_text())
     print(f"E2E verdict: {summary['verdict']} (report: {args.output})")
     return EXIT[summary["verdict"]]

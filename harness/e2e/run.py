@@ -164,9 +164,9 @@ def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, identity
 
 
 def metadata(cfg: E2EConfig) -> dict:
+    folder = data.locate(cfg.data_dir)
     import lm_eval
 
-    folder = data.locate(cfg.data_dir)
     return {
         "model": cfg.model or (cfg.server_cmd and _model_from_cmd(cfg.server_cmd)) or "",
         "server": {"kind": cfg.server_kind, "command": cfg.server_cmd, "base_url": cfg.base_url,

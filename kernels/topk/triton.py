@@ -134,7 +134,7 @@ _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 """How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 
-NAN_KEY: tl.constexpr = 0
+NAN_KEY = tl.constexpr(0)
 """The order key of every NaN: below every other key (-inf's is 0x007FFFFF), so a NaN is chosen
 only when its row has fewer than top_k other values, and a chosen one is written as -1 (NaN is
 never selected: ../shared/spec/ops.md). Only an all-ones bit pattern, itself a NaN, maps there
