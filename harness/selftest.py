@@ -112,6 +112,13 @@ def controls() -> list[tuple[str, str]]:
     return sorted({(f.op, f.detector) for f in families.all_faults()})
 
 
+def declared_not_capturable(impl: Implementation, detector: str) -> bool:
+    """The CUDA-graph detector does not judge what declares itself not capturable (a torch
+    reference reading lengths on the host): the declaration is the finding."""
+    return detector == "cuda_graph" and impl.declared.get("cuda_graph", "").startswith(
+        "not capturable")
+
+
 def gpu_only(detector: str) -> bool:
     """Detectors that only run on a GPU (CUDA-graph capture)."""
     return any(f.needs_gpu for f in families.all_faults() if f.detector == detector)
@@ -154,7 +161,7 @@ def run(profile: Profile, device: str, hidden: int) -> pd.DataFrame:
         if not_run_here(detector, device):
             continue
         for name, impl in sorted(records(op).items()):
-            if not impl.available:
+            if not impl.available or declared_not_capturable(impl, detector):
                 continue
             finding = run_detector(detector, impl, profile, device, hidden)
             rows.append({"kind": "control", "name": name, "op": op, "bug_class": "",

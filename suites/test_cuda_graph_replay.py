@@ -4,15 +4,17 @@ PR 42604 exposed when it turned full graphs on for DeepSeek-V4 Pro). An op that 
 captured at all (a host read on its hot path) fails with the reason, unless it declares so
 (``declared={"cuda_graph": "not capturable: why"}``, as the torch top-k reference does).
 
-The paged logits op is left out: its test inputs size the paged cache from the drawn sequence
-lengths, so two seeds never share shapes and a graph could not be replayed on them."""
+The paged logits op is captured with its cache and block tables sized for the maximum context
+(``capacity``, as vLLM sizes the buffers of a decode graph), and replayed on new context lengths,
+block tables and values; every replay is also judged against the reference, so a value the
+capture baked into the launch is caught even where eager calls carry it too."""
 
 import pytest
 
 from harness.detectors import cuda_graph
 from harness.core.ops import MHC_OPS
 
-OPS = MHC_OPS + ("top_k_per_row_decode", "indexer_k_quant_and_cache")
+OPS = MHC_OPS + ("top_k_per_row_decode", "indexer_k_quant_and_cache", "fp8_paged_mqa_logits")
 DECODE_TOKENS = [64, 257]
 
 pytestmark = pytest.mark.gpu
@@ -172,3 +174,10 @@ def test_a_captured_checked_call_replays_its_kernel_alone():
         assert kernels == {"_quant_into_cache"}, f"one replay ran {sorted(kernels)}"
     finally:
         deferred.forget_captured()
+
+
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[1, 32], next_n=[1, 2], context=[8192],
+                   heads=[64], capacity=[True])
+def test_paged_logits_replayed_graph_equals_eager(target, record):
+    case = target.case
+    _check(target, case.with_tokens(case.param("batch") * case.param("next_n")), record)

@@ -46,6 +46,14 @@ def test_prefill_logits_match_reference(target, record):
     _check(target, target.case, record)
 
 
+@pytest.mark.sweep(ops=["fp8_mqa_logits"], tokens=[7], seqs=[1], context=[8300], heads=HEADS)
+def test_prefill_logits_past_4096_keys_with_a_partial_block(target, record):
+    """7933 keys (the case's cached context): above the 4096 where key-split paths start,
+    ending in a block of 125 of 128 (a kernel that drops a last partial block only past some key
+    count is caught here)."""
+    _check(target, target.case, record)
+
+
 @pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=DECODE_BATCH, next_n=NEXT_N,
                    context=DECODE_CONTEXT, heads=HEADS, shuffled=[True, False])
 def test_paged_logits_match_reference(target, record):

@@ -46,6 +46,27 @@ def test_prefill_data_shapes(target, record):
     _check(target, target.case, record)
 
 
+CAPACITY_ROWS = {"smoke": [33], "default": [33, 512]}
+CAPACITY_CONTEXT = {"smoke": [4096], "default": [4096, 16385, 65537]}
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=CAPACITY_ROWS, top_k=[2048],
+                   context=CAPACITY_CONTEXT, seqs=[1], data=["near-equal", "flood"])
+def test_prefill_dense_near_ties_and_tie_floods(target, record):
+    """Rows that overflow any on-chip stash of the threshold bin: thousands of distinct values
+    sharing the k-th value's leading bits (vLLM #51782: 33 rows of 16385 values in [1.0,
+    1.245)), and > 1024 values equal to the k-th at k = 2048 (SGLang #30645)."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[2, 4], top_k=SHAPE_K,
+                   context=[4096], padded_requests=[3])
+def test_decode_padded_draft_rows_select_nothing(target, record):
+    """Padding requests of a draft-extend graph keep seq_len 1 < next_n: rows whose causal end
+    is <= 0 must be all -1 (SGLang #30378 read that end as unsigned)."""
+    _check(target, _decode_case(target), record)
+
+
 @pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=SHAPE_ROWS, top_k=SHAPE_K, context=[4096],
                    seqs=[5], data=["nan", "ties-nan"], clean=[False], strided=[True])
 def test_prefill_nan_and_inf_inside_windows(target, record):

@@ -250,6 +250,7 @@ ADAPTER = Adapter(
     discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"},
     declared={**{f"vllm-{b}": {op: TF32_GEMM for op in MHC_OPS} for b in TF32_BACKENDS},
               "vllm-triton": {**{op: triton_tf32_gemm() for op in MHC_OPS},
-                              **DECLARED["vllm-triton"]}},
+                              **DECLARED["vllm-triton"]},
+              "vllm-torch": DECLARED["vllm-torch"]},
     triton=frozenset({"vllm-triton", "vllm-tilelang"}),
     deviations=DEVIATIONS, cost_limits=COST_LIMITS, unsupported=UNSUPPORTED)

@@ -49,7 +49,9 @@ def _compiled_for_nvidia() -> bool:
     return has_gpu() and not triton_interpreted() and torch.version.hip is None
 
 
-DECLARED = {"vllm-triton": {
+DECLARED = {"vllm-torch": {"fp8_paged_mqa_logits": {
+    "cuda_graph": "not capturable: it loops over the requests in Python and reads each one's "
+                  "length on the host (.item())"}}, "vllm-triton": {
     "fp8_paged_mqa_logits": {"outside_window": "unwritten",
                              **({"accumulation": "fp8-mma"} if _compiled_for_nvidia() else {})},
     "indexer_k_quant_and_cache": {"kv_layout": "shuffle16",

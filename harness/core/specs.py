@@ -52,6 +52,10 @@ class OpSpec:
     guard_inputs: bool = False
     """Pass the ``token_args`` as views of buffers with guard rows after them, and fail a call
     that changes the guard rows (a tail tile written past the end of a buffer it was given)."""
+    replay_params: tuple[tuple[str, Any], ...] = ()
+    """Case params under which every seed of a case has the same input shapes, as a captured
+    CUDA graph's buffers do (e.g. a paged cache sized for the maximum length): the CUDA-graph
+    detector adds them to its case unless the case sets them."""
 
     case_params: Mapping[str, Any] = {}
     """The named parameters a case of this op may carry, with their defaults; the spec's

@@ -8,7 +8,7 @@ derived from its inputs into the launch, or that allocates where the graph canno
 wrong or unusable there. The detector captures ``spec.launch`` on static copies of one case's
 inputs, then for new inputs of the same shapes (other seeds: new values and new metadata such
 as sequence lengths) copies them into the static buffers, replays, and compares with an eager
-call bitwise (through the spec's canonical view).
+call bitwise (through the spec's canonical view) and with the reference, as any call is judged.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from harness.core.results import Finding, result_row
 from harness.core.metrics import differing_tokens
 from harness.evaluate import kept, tensors_of
 from harness.core.cases import Case
-from harness.core.specs import OpSpec
+from harness.core.specs import Comparison, OpSpec
 
 
 def _refill(static: dict, new: dict) -> str | None:
@@ -46,6 +46,8 @@ def _refill(static: dict, new: dict) -> str | None:
 def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
     if not str(case.device).startswith("cuda"):
         raise ValueError("the CUDA-graph detector needs a CUDA device (--device cuda)")
+    case = dataclasses.replace(case, params=tuple({**dict(spec.replay_params),
+                                                   **dict(case.params)}.items()))
     static = spec.prepare(spec.make_inputs(case))
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -69,6 +71,10 @@ def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
 
 
 def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays: int) -> Finding:
+    """Replays on new inputs, each compared with an eager call bitwise and with the reference.
+    An implementation that declares cells it leaves unwritten (``outside_window``) is judged
+    against the reference alone: those cells hold whatever its buffers held, in a replay as
+    in an eager call."""
     rows, problems = [], []
     for i in range(1, replays + 1):
         new_case = dataclasses.replace(case, seed=case.seed + i)
@@ -81,13 +87,19 @@ def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays
         torch.cuda.synchronize()
         got = kept(spec.collect(static, result))  # before the eager call can overwrite it
         want = spec.run(impl.fn, new)
-        for name in spec.outputs:
+        for name in spec.outputs if not impl.declared.get("outside_window") else ():
             tokens = differing_tokens(spec.canonical(name, got[name]), spec.canonical(name, want[name]))
             detail = (f"replay {i} (seed {new_case.seed}) differs from an eager call in "
                       f"{len(tokens)} tokens (first: {', '.join(map(str, tokens[:8]))})"
                       if tokens else "")
             problems += [detail] if tokens else []
             rows.append(_row(new_case, impl, name, "fail" if tokens else "pass", detail))
+        for judged in _against_reference(spec, impl, new, got):
+            detail = (f"replay {i} (seed {new_case.seed}) against the reference: "
+                      f"{judged['detail']}" if not judged["passed"] else "")
+            problems += [detail] if detail else []
+            rows.append(_row(new_case, impl, f"{judged['output']}/reference",
+                             "pass" if judged["passed"] else "fail", detail))
     replayed = sum(r["verdict"] != "not run" for r in rows)
     if not replayed:
         return Finding("cuda_graph", spec.op, impl.name, False,
@@ -95,6 +107,15 @@ def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays
     return Finding("cuda_graph", spec.op, impl.name, not problems,
                    "; ".join(problems[:3]) or f"captured once, {replays} replays on new inputs "
                    "equal eager calls bitwise", rows)
+
+
+def _against_reference(spec: OpSpec, impl, inputs: dict, outputs: dict) -> list[dict]:
+    """A replay's outputs judged like any call's: an op that bakes a value of the capture into
+    its launch (a host-side maximum, a first call's length) and uses it in eager calls too is
+    wrong in both, which a comparison with an eager call alone cannot see."""
+    ref = spec.reference(inputs)
+    return spec.compare(Comparison(inputs, outputs, spec.refine_reference(inputs, outputs, ref),
+                                   impl))
 
 
 def capture(graph: torch.cuda.CUDAGraph, launch):

@@ -123,3 +123,38 @@ def bf16_scores(threshold: int) -> Implementation:
     """Declares fp8 tensor-core accumulation, and stores each head's q.k score in bf16 (a bf16
     MMA output, as vLLM's torch fallback does)."""
     return _fp8_mma_fault("scores")
+
+
+@FAULTS.seed("drops_partial_key_block_above_4096", "fp8_mqa_logits", "last partial tile dropped",
+             "indexer_checks")
+def drops_partial_key_block_above_4096(threshold: int) -> Implementation:
+    """Above 4096 keys, a key-split path forgets the last partial block of 128 keys: those
+    logits stay -inf (a dispatch threshold seen only with more than 4096 keys)."""
+    def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+        logits = ref.fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke)
+        n = kv[0].shape[0]
+        if n > 4096 and n % 128:
+            logits[:, n - n % 128:] = float("-inf")
+        return logits
+    return _impl("fp8_mqa_logits", "fault-drops-partial-key-block-above-4096", mqa)
+
+
+@FAULTS.seed("paged_bakes_first_call_length", "fp8_paged_mqa_logits", "value baked into a graph",
+             "cuda_graph", needs_gpu=True)
+def paged_bakes_first_call_length(threshold: int) -> Implementation:
+    """Reads its key count on the host once, from the first call's first request, and bounds
+    every later call by it: a CUDA graph captured after that call replays the stale bound on new
+    context lengths, and eager calls carry it too, so replay and eager agree and only the
+    reference sees the lost keys (vLLM PR 42604's full decode graphs replay the capture's
+    metadata buffers)."""
+    baked: dict = {}
+
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        from harness.core.registry import get
+
+        if "keys" not in baked:
+            baked["keys"] = int(context_lens.reshape(-1)[0])
+        lens = context_lens.clamp_max(baked["keys"])
+        return get("fp8_paged_mqa_logits", "triton").fn(q, kv_cache, weights, lens, block_tables,
+                                                       max_model_len)
+    return _impl("fp8_paged_mqa_logits", "fault-paged-bakes-first-call-length", paged)

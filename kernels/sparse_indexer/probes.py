@@ -19,13 +19,15 @@ INDEXER_CHECKS = Probe(
         "indexer_k_quant_and_cache": ((70, ()), (20, (("scale_fmt", "ue8m0"),))),
         "fp8_mqa_logits": ((29, (("heads", 4), ("seqs", 3), ("context", 200))),
                            (16, (("heads", 8), ("seqs", 1), ("context", 0))),
-                           (65, (("heads", 8), ("seqs", 2), ("context", 256)))),
+                           (65, (("heads", 8), ("seqs", 2), ("context", 256))),
+                           (7, (("heads", 4), ("seqs", 1), ("context", 8300)))),
         "fp8_paged_mqa_logits": ((12, (("heads", 4), ("next_n", 2), ("context", 300))),
                                  (7, (("heads", 4), ("context", 130)))),
     })
 """Small indexer cases: ragged windows with context, a query row that sees a single key, next_n
 draft rows, shuffled block tables over a cache full of garbage bytes; one prefill call with more
-than FP8_MMA_SAMPLE visible logits, where the fp8-mma class judges the spread of the errors."""
+than FP8_MMA_SAMPLE visible logits, where the fp8-mma class judges the spread of the errors; one
+with more than 4096 keys ending in a partial block of 128."""
 
 STEP_PROBES = (
     (("batch", 3), ("next_n", 2), ("pad", 2), ("prefill", 9), ("seqs", 2), ("context", 300),

@@ -396,7 +396,9 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
     signature = contract("q", "kv_cache", "weights", "context_lens", "block_tables",
                          "max_model_len")
     token_args = ()
-    case_params = {"heads": HEADS, "next_n": 1, "batch": 0, "context": 2048, "shuffled": True}
+    case_params = {"heads": HEADS, "next_n": 1, "batch": 0, "context": 2048, "shuffled": True,
+                   "capacity": False}
+    replay_params = (("capacity", True),)
 
     def case_elements(self, case: Case) -> int | None:
         rows = case.tokens or self.param(case, "batch") * self.param(case, "next_n")
@@ -414,7 +416,9 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
         lens = decode_seq_lens(batch, next_n, n, g)
         need = [(int(x) + BLOCK_SIZE - 1) // BLOCK_SIZE for x in lens]
         max_blocks = (n + BLOCK_SIZE - 1) // BLOCK_SIZE
-        total = sum(need) + 3
+        # ``capacity``: the cache holds max_model_len for every request, as vLLM sizes the
+        # buffers a decode graph is captured with, so every seed has the same shapes
+        total = (batch * max_blocks if self.param(case, "capacity") else sum(need)) + 3
         order = (torch.randperm(total, generator=g) if self.param(case, "shuffled")
                  else torch.arange(total))
         tables = torch.randint(0, total, (batch, max_blocks), generator=g, dtype=torch.int32)

@@ -179,7 +179,9 @@ def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
     return mqa_logits(q, kv[0], kv[1], weights, cu_seqlen_ks, cu_seqlen_ke, torch.float32)
 
 
-@register("fp8_paged_mqa_logits", "torch")
+@register("fp8_paged_mqa_logits", "torch", declared={
+    "cuda_graph": "not capturable: the reference loops over the requests, reading each one's "
+                  "length on the host"})
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len):
     validate.check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len)
     return paged_logits(q, kv_cache, weights, context_lens, block_tables, max_model_len,

@@ -74,3 +74,76 @@ def nan_ranks_highest(threshold: int) -> Implementation:
         ranked = torch.where(torch.isnan(view), float("inf"), view)
         ref.select_into(ranked, row_starts[:num_rows], row_ends[:num_rows], indices, int(top_k))
     return _impl("top_k_per_row_prefill", "fault-nan-ranks-highest", prefill)
+
+
+STASH = 1024
+"""On-chip slots a radix select of the faults below keeps for its threshold bin."""
+
+
+def _order_keys(view: torch.Tensor) -> torch.Tensor:
+    bits = view.float().contiguous().view(torch.int32).long() & 0xFFFFFFFF
+    return torch.where(bits >= 1 << 31, bits ^ 0xFFFFFFFF, bits | (1 << 31))
+
+
+@FAULTS.seed("threshold_bin_stash_overflow", "top_k_per_row_prefill", "dropped candidates",
+             "topk_checks")
+def threshold_bin_stash_overflow(threshold: int) -> Implementation:
+    """A radix select that keeps at most STASH candidates of its threshold bin (the k-th value's
+    top 12 key bits) and silently drops the rest (vLLM #51782, SGLang #36807): random rows never
+    fill the stash; dense near-equal rows lose candidates and select smaller values."""
+    def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        ref.top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0,
+                                  stride1, top_k)
+        for r in range(int(num_rows)):
+            s, e = int(row_starts[r]), int(row_ends[r])
+            if e - s <= top_k:
+                continue
+            keys = _order_keys(view[r, s:e])
+            kth = keys.topk(int(top_k)).values[-1]
+            in_bin = (keys >> 20) == (kth >> 20)
+            if int(in_bin.sum()) <= STASH:
+                continue
+            kept = torch.where(in_bin, torch.cumsum(in_bin.long(), 0) <= STASH, True)
+            ranked = torch.where(kept, keys, -1)
+            chosen = ranked.topk(int(top_k)).indices
+            indices[r, :top_k] = chosen.int()
+    return _impl("top_k_per_row_prefill", "fault-threshold-bin-stash-overflow", prefill)
+
+
+@FAULTS.seed("tie_flood_leaves_minus_one", "top_k_per_row_decode", "-1 inside the valid prefix",
+             "topk_checks")
+def tie_flood_leaves_minus_one(threshold: int) -> Implementation:
+    """More than STASH values equal to the k-th value: the slots the stash could not fill stay -1
+    inside the row's valid prefix (SGLang #30645), so a reader gathers KV slot -1."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        ref.top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
+                                 top_k)
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        for r in range(int(num_rows)):
+            row = indices[r, :top_k]
+            valid = row >= 0
+            if not valid.any():
+                continue
+            picked = view[r, row[valid].long()]
+            kth = picked.min()
+            tied = (view[r] == kth).sum()
+            if int(tied) > STASH:
+                at_kth = torch.nonzero(valid & (view[r, row.clamp_min(0).long()] == kth)).flatten()
+                row[at_kth[:max(0, len(at_kth) - STASH // 2)]] = -1
+    return _impl("top_k_per_row_decode", "fault-tie-flood-leaves-minus-one", decode)
+
+
+@FAULTS.seed("padded_row_end_read_unsigned", "top_k_per_row_decode", "stale row selected",
+             "topk_checks")
+def padded_row_end_read_unsigned(threshold: int) -> Implementation:
+    """A padded draft row's causal end ``seq_len - next_n + j + 1`` is <= 0; read as an unsigned
+    length it wraps to a huge one, clamped to the row: the kernel selects over the whole stale
+    row instead of writing -1 (SGLang #30378)."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        j = torch.arange(int(num_rows), device=seq_lens.device) % int(next_n)
+        ends = seq_lens.long().repeat_interleave(int(next_n))[:int(num_rows)] - int(next_n) + j + 1
+        ends = torch.where(ends <= 0, logits.shape[1], ends).clamp_max(logits.shape[1])
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+    return _impl("top_k_per_row_decode", "fault-padded-row-end-read-unsigned", decode)

@@ -7,10 +7,16 @@ TOPK_CHECKS = Probe(
     cases={
         "top_k_per_row_prefill": ((37, (("top_k", 16), ("context", 40), ("seqs", 3), ("clean", False))),
                                   (20, (("top_k", 16), ("context", 30), ("seqs", 2), ("data", "ties"))),
-                                  (9, (("top_k", 16), ("context", 40), ("seqs", 2), ("data", "nan")))),
+                                  (9, (("top_k", 16), ("context", 40), ("seqs", 2), ("data", "nan"))),
+                                  (2, (("top_k", 2048), ("context", 8192), ("seqs", 1),
+                                       ("data", "near-equal")))),
         "top_k_per_row_decode": ((12, (("top_k", 16), ("context", 60), ("next_n", 2), ("pad", 3))),
-                                 (16, (("top_k", 16), ("context", 60), ("next_n", 4), ("clean", False)))),
+                                 (16, (("top_k", 16), ("context", 60), ("next_n", 4), ("clean", False))),
+                                 (12, (("top_k", 16), ("context", 60), ("next_n", 4),
+                                       ("padded_requests", 2))),
+                                 (3, (("top_k", 2048), ("context", 8192), ("data", "flood")))),
     })
 """Small cases with row_starts > 0, rows both shorter and longer than k, next_n > 1, graph
-padding, uncleaned tails and NaN inside windows: enough to expose every top-k index-contract,
-slicing and NaN-ranking fault."""
+padding, uncleaned tails, NaN inside windows, padded draft rows whose causal end is <= 0, and two
+long rows at k = 2048 (dense near-equal values; a tie flood at the threshold): enough to expose
+every top-k index-contract, slicing, NaN-ranking and on-chip-capacity fault."""

@@ -10,11 +10,17 @@ context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) 
   cached-context budget shared by the prefill sequences (each gets up to context // seqs keys
   before its own tokens);
 - ``seqs`` prefill sequences; ``next_n`` decode drafts per request; ``pad`` graph-padding rows
-  the indices buffer has beyond num_rows (they must stay untouched);
+  the indices buffer has beyond num_rows (they must stay untouched); ``padded_requests``: the
+  last requests of a decode batch keep seq_len 1 < next_n, as a draft-extend graph's padding
+  does (SGLang #30378): rows whose causal end is <= 0, all -1;
 - ``data``: ``random``, ``ties`` (top 22 bits shared, as vLLM's 10LSBits generator),
   ``negative-ties`` (the same values negated: their order keys are the complemented bits) or
   ``near-constant`` (one value, and one in a hundred elements one step above it: a radix select
-  meets the same digit in nearly every element);
+  meets the same digit in nearly every element), ``near-equal`` (distinct values dense in
+  [1.0, 1.245): thousands share the k-th value's leading bits, vLLM #51782), ``flood`` (top_k / 2
+  values above a threshold value that every other element equals: > 1024 ties at k = 2048,
+  SGLang #30645), and any of them with ``-nan`` (NaN of every bit pattern and +-inf inside
+  the windows, a row with fewer non-NaN values than top_k: vLLM #49896);
 - ``clean``: -inf outside each window, else the tails hold values *larger* than any in-window
   logit, so a kernel that reads past a window's end selects them and is caught;
 - ``strided``: logits are a column slice of a wider buffer (stride0 > N).
@@ -51,6 +57,10 @@ def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.
     elif base == "near-constant":
         above = torch.rand(rows, width, generator=g, device=dev) < 0.01
         buf = (0x3F900000 | above.int()).view(torch.float32)
+    elif base == "near-equal":
+        buf = 1.0 + 0.245 * torch.rand(rows, width, generator=g, device=dev)
+    elif base == "flood":
+        buf = _tie_flood(rows, width, spec.param(case, "top_k"), g, dev)
     else:
         buf = torch.randn(rows, width, generator=g, device=dev)
     if data.endswith("nan"):
@@ -60,6 +70,17 @@ def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.
                | (cols[None, :] >= ends.to(dev).long()[:, None]))
     buf.masked_fill_(outside, float("-inf") if spec.param(case, "clean") else 1e4)
     return buf[:, :n]
+
+
+def _tie_flood(rows: int, width: int, top_k: int, g: torch.Generator, dev) -> torch.Tensor:
+    """Per row: top_k / 2 distinct values above 0.5, then every other value 0.5 itself (4096+
+    of them in rows of 4096+ columns), a few below: the threshold value is flooded with ties,
+    far more than any on-chip stash holds (SGLang #30645: > 1024 ties at k = 2048)."""
+    buf = torch.full((rows, width), 0.5, device=dev)
+    order = torch.rand(rows, width, generator=g, device=dev).argsort(dim=1)
+    above = order < top_k // 2
+    buf = torch.where(above, 1.0 + torch.rand(rows, width, generator=g, device=dev), buf)
+    return torch.where(order >= width - 8, -1.0, buf)
 
 
 NAN_PATTERNS = (0x7FC00000, -0x400000, 0x7F800001, -1)
@@ -169,7 +190,7 @@ class TopKDecodeSpec(_TopKSpec):
     signature = contract("logits", "next_n", "seq_lens", "indices", "num_rows", "stride0",
                          "stride1", "top_k")
     token_args = ("logits",)
-    case_params = {**_TopKSpec.case_params, "next_n": 1, "batch": 0}
+    case_params = {**_TopKSpec.case_params, "next_n": 1, "batch": 0, "padded_requests": 0}
 
     def rows(self, case: Case) -> int:
         """A decode sweep by requests: ``batch`` x ``next_n`` rows."""
@@ -182,6 +203,9 @@ class TopKDecodeSpec(_TopKSpec):
                              f"next_n={next_n}")
         batch, n = case.tokens // next_n, self.param(case, "context")
         seq_lens = decode_seq_lens(batch, next_n, n, generator(case, 3))
+        padded = min(self.param(case, "padded_requests"), batch)
+        if padded:  # graph padding: seq_len 1 < next_n, so a row's causal end is <= 0
+            seq_lens[batch - padded:] = 1
         ends = decode_row_ends(seq_lens, next_n, case.tokens).int()
         logits = _logits(self, case, case.tokens, n, torch.zeros_like(ends), ends)
         return self._make(case, {"logits": logits, "next_n": next_n,
