@@ -29,23 +29,28 @@ def _last_token_wrong(x, residual, post_layer_mix, comb_res_mix):
     return out
 
 
-@pytest.fixture
-def saved_failure(tmp_path):
-    families.load()
-    registry.add(registry.Implementation("mhc_post", "replay-broken", _last_token_wrong),
-                 replace=True)
+def _evaluate_saving_failures(folder, impl, runs: int = 1):
+    """Evaluate ``impl`` on CASE as a run with a report folder does: failing cases saved."""
     saved = []
 
     def observe(**ev):
         if any(r["verdict"] == "fail" for r in ev["rows"]):
             ev.pop("spec")
-            saved.append(casefile.save(tmp_path, environment=ENV, **ev))
+            saved.append(casefile.save(folder, environment=ENV, **ev))
 
     OBSERVERS.append(observe)
     try:
-        ev = evaluate(get_spec("mhc_post"), registry.get("mhc_post", "replay-broken"), CASE)
+        return evaluate(get_spec("mhc_post"), impl, CASE, runs=runs), saved
     finally:
         OBSERVERS.remove(observe)
+
+
+@pytest.fixture
+def saved_failure(tmp_path):
+    families.load()
+    registry.add(registry.Implementation("mhc_post", "replay-broken", _last_token_wrong),
+                 replace=True)
+    ev, saved = _evaluate_saving_failures(tmp_path, registry.get("mhc_post", "replay-broken"))
     assert not ev.passed and len(saved) == 1
     yield saved[0]
     registry.unregister("mhc_post", "replay-broken")
@@ -111,21 +116,12 @@ def test_replay_of_a_nondeterminism_failure_repeats_as_often_as_the_run(tmp_path
     families.load()
     fault = persistent_buffer_race(64)
     registry.add(fault, replace=True)
-    saved = []
-
-    def observe(**ev):
-        if any(r["verdict"] == "fail" for r in ev["rows"]):
-            ev.pop("spec")
-            saved.append(casefile.save(tmp_path, environment=ENV, **ev))
-
-    OBSERVERS.append(observe)
     try:
-        evaluate(get_spec("mhc_post"), fault, CASE, runs=2)
+        _, saved = _evaluate_saving_failures(tmp_path, fault, runs=2)
         assert len(saved) == 1 and casefile.load(saved[0])["runs"] == 2
         registry.add(persistent_buffer_race(64), replace=True)  # a fresh process's buffers
         result = replay_one(saved[0], None, "cpu")
     finally:
-        OBSERVERS.remove(observe)
         registry.unregister("mhc_post", fault.name)
     assert result.code == EXIT_BAD and "2 runs" in result.headline, result.headline
     assert "nondeterministic" in result.headline

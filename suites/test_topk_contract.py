@@ -28,14 +28,19 @@ def _edge_inputs(device):
             "row_ends": (starts + lengths).to(device)}
 
 
+def _evaluate_on_rows(target, rows, check, record):
+    """The target's implementation on the prefill rows ``rows(device)`` builds."""
+    inputs = target.spec.make_inputs(target.case)
+    inputs.update(rows(target.case.device))
+    inputs["stride0"], inputs["stride1"] = inputs["logits"].stride()
+    ev = evaluate(target.spec, target.impl, target.case, inputs=inputs, check=check)
+    record(ev.rows)
+    return ev, inputs
+
+
 @pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[8], top_k=[K])
 def test_edge_case_rows(target, record):
-    spec = target.spec
-    inputs = spec.make_inputs(target.case)
-    inputs.update(_edge_inputs(target.case.device))
-    inputs["stride0"], inputs["stride1"] = inputs["logits"].stride()
-    ev = evaluate(spec, target.impl, target.case, inputs=inputs, check="edge_rows")
-    record(ev.rows)
+    ev, _ = _evaluate_on_rows(target, _edge_inputs, "edge_rows", record)
     assert ev.passed, ev.failures()
 
 
@@ -87,12 +92,7 @@ def _nan_rows(device):
 def test_nan_is_never_selected_and_short_rows_pad_with_minus_one(target, record):
     """../shared/spec/ops.md (NaN, updated 2026-11-25): NaN ranks below -inf and is never
     selected; a window with fewer than min(top_k, len) other values pads with -1."""
-    spec = target.spec
-    inputs = spec.make_inputs(target.case)
-    inputs.update(_nan_rows(target.case.device))
-    inputs["stride0"], inputs["stride1"] = inputs["logits"].stride()
-    ev = evaluate(spec, target.impl, target.case, inputs=inputs, check="nan_rows")
-    record(ev.rows)
+    ev, inputs = _evaluate_on_rows(target, _nan_rows, "nan_rows", record)
     assert ev.passed, ev.failures()
     ref = torch.empty(8, K, dtype=torch.int32)
     topk_ref.select_into(inputs["logits"].cpu(), inputs["row_starts"].cpu(),

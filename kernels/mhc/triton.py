@@ -9,70 +9,12 @@
    ``_h_parts``) sums the partials in split order, applies the RMS scale, the gates and
    Sinkhorn, and writes the weighted sum of the streams.
 
-Why the two kernels stop near 54% of the copy bandwidth (counted, as the benchmarks count, on the
-ideal bytes: the streams read once, ``layer_input`` written once): the gates need a token's whole
-GEMM row before its weighted sum can start, so the second kernel reads the streams again. At
-T=65536, H=7168 the pair moves 8.70 GB (streams twice, split-K partials written and read,
-``layer_input``) for an ideal 4.70 GB, a ceiling of 54%; on the H100 (2026-11-25, CUDA-graph
-replays) mhc_pre takes 3.054 ms: 2849 GB/s, 95% of the copy bandwidth for the bytes it moves, 51%
-counted on the ideal ones (hc_head: 96% and 52%). Beyond that ceiling the second read must come
-from L2, that is within about 50 MB / 3 TB/s = 17 us of the first at full bandwidth, while a
-split-K program here streams 512 KB (128 tokens x 2048 columns) with a few hundred others.
-
-None of the ways past it works here (2026-11-25; all but the third measured on the H100, the third
-counted):
-
-- **One launch, L2 handoff.** Work items were handed out by a ticket counter in chunk order: the
-  GEMM tiles of chunk g, then the weighted-sum items of chunk g - 1. Each item waited on a per-
-  chunk done count, so the launch could not deadlock. Its output was bitwise the two kernels'
-  under the interpreter, and for hc_head on the H100. It was swept over 64-128 tokens a chunk,
-  512-2048 columns a split, one program an item or 1-4 persistent programs an SM, and 1-4 chunks
-  of lag. Every setting ran 3.55-11 ms at T=65536, against 3.05 ms for the two kernels. Nsight
-  Compute counted 6.9-7.9 GB read from HBM where the streams once are 3.76 GB: the second read
-  still missed L2 (hit rate 22-35%). Programs that mix a GEMM tile with latency-bound per-token
-  sums keep too much data in flight between a byte's two reads.
-- **Token chunks small enough for L2, one launch pair each.** The two kernels run on 128-2048
-  tokens at a time (7-117 MB of streams), split-K at 256-2048 columns so a chunk still fills the
-  SMs: 3.6-16 ms at T=65536 against 3.05 ms. A chunk that L2 can hold (256 tokens, 15 MB) takes
-  about 30 us where its bytes need 5 us: two small grids a chunk spend their time filling and
-  draining the SMs.
-- **On chip.** A token's streams are 57 KB at H=7168, so an SM's 228 KB of shared memory holds
-  3 tokens. The GEMM would then fetch all of ``fn`` (2.75 MB) from L2 for every 3 tokens: 16
-  times the HBM bytes. Holding 64 tokens (3.7 MB) needs the shared memory of a 16-SM thread
-  block cluster, which Triton 3.6 does not expose (CUDA/CUTLASS does).
-- **A group of programs, each one slice of H, as that cluster's stand-in** (built and measured on
-  the H100, 2026-11-25). A work item was (32-128 tokens, 64-1792 columns of every stream): its
-  program multiplied its slice by the matching columns of ``fn``, stored the partial and arrived
-  at the block's counter; the block's last arrival summed the partials in slice order and
-  published the gates; every program then re-read its own slice (from L2, microseconds after its
-  first read) for its part of the weighted sum. Items were taken by ticket, so a program waited
-  only on lower tickets. Its results were bitwise the same as one launch and as two, run to run,
-  and for a token alone or in a batch, with less mix error than the split-K here. At T=65536 it
-  took 3.14-6.77 ms for hc_head (2.98 ms here) and 4.70-30 ms for mhc_pre (3.05 ms here). A
-  program held 65-170 KB of shared memory for its pipelined MMA loads, or 128-255 registers, so
-  one or two fit an SM, and a program waiting for its block's last arrival left its SM idle.
-  Persistent programs (one or two an SM) that arrive for a new item before finishing the
-  previous one, so that no wait idles the SM, did better but not well enough: hc_head
-  3.09-4.21 ms, mhc_pre 3.52-4.65 ms (bitwise the same results). mhc_pre's ``fn`` (2.75 MB in
-  fp32) is also read from L2 again for every 64-128 tokens: 1.4-2.8 GB more L2 traffic beside
-  the streams' 7.5 GB; its best setting took 128 tokens an item.
-
-``mhc_fused_post_pre`` is ``mhc_post`` then ``mhc_pre`` (6.31 ms at T=65536 on the H100, the
-same as the two ops). A first kernel that feeds post's output tiles into pre's GEMM on chip (the
-residual read once there and once by ``_gates_and_mix``: 3.76 GB, about 1.25 ms, fewer) was
-written and passed the CPU suites on 2026-11-25, and lost on the H100: with every stream's
-residual tile loaded per output stream and software-pipelined, it asked for 337-723 KB of shared
-memory; unpipelined, 185-255 registers a thread (sm_90 compile; the bf16 MMA with its A operand
-in registers accounts for about 90 of them: 77-98 without it), and the one tile size that ran
-(32 tokens) took 25.6 ms. What it needs: the new residual tile staged through shared memory
-for the MMA, or warp specialisation (Gluon or CUDA). A second design (2026-11-25, H100, T=65536;
-its new residual bitwise the two ops' under the interpreter, up to 0.06 apart on the H100) took a
-64-token tile of all four streams per program, ``fn`` pre-split into bf16 parts, and one K=128 MMA
-a part per 32 columns: 7.03-10.5 ms against 6.31. Triton computed the tile once per layout that
-used it (the coalesced store, the sum of squares, the MMA's A operand: 255 registers and spills);
-written out and read back from L2 for the MMA instead, the tile needed 155-252 registers and the
-GEMM still ran after the loads rather than under them (7.03 ms at best; the same kernel without its
-MMAs 6.31). Tiles of one stream at a time, 2D, did worse (12.2-18.7 ms).
+The two kernels move 8.70 GB at T=65536, H=7168 for an ideal 4.70 GB (the streams read twice,
+split-K partials written and read): they run at 95% of the copy bandwidth for the bytes they
+move, 51-52% of the ideal. A one-pass design needs a token block's streams kept on chip across a
+16-SM thread-block cluster, which Triton 3.6 does not expose; the designs measured instead (L2
+handoff, token chunks sized for L2, slice groups, fused post+pre) and their figures are in
+``docs/kernels/mhc.md``. ``mhc_fused_post_pre`` is ``mhc_post`` then ``mhc_pre``.
 
 Batch invariance by construction: the split of K and the K tile come from the call's launch
 plan (``LaunchPlan``) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic

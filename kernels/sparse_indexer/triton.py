@@ -14,51 +14,11 @@ Index values (windows, context lengths, slots) are checked inside the kernels, w
 skip what is out of range and flag an error word of ``harness.core.deferred`` (no host
 synchronisation on the hot path).
 
-Where prefill time goes (H100, 2026-11-25, 4096x4096): 160-166 us causal and 288-296 us full,
-56-65% of the fp8 roofline (1398-1477 TFLOP/s as bench_indexer measures it). Nsight Compute shows
-206 registers, 2 programs an SM and the tensor pipe 48% busy: each head's MMA is waited for before
-its relu. The causal case loses no time to scheduling: a tile list with the working tiles first ran
-160.1 us against 160.7, and the same list over 264 persistent programs 163.1. Variants of the head
-loop were all slower or equal (causal, over 6-7 tile shapes each): the next head's MMA issued
-before this head's relu (186-398 us), two heads stacked in one 128-row MMA (200-410 us), two heads
-a step (164-423 us). Earlier tries gained nothing either: ``evict_first`` stores (+1%, noise),
-``maxnreg=168``, reversed row blocks (9% slower), and ``tl.range(warp_specialize=True)`` did not
-compile at 4 warps. Overlapping the MMA with the relu needs explicit asynchronous MMAs (Gluon or
-CUDA). A Gluon prototype (TMA loads of Q per head, ``warpgroup_mma(is_async=True)``, 64x128 tiles,
-output bitwise equal to this kernel's) measured on the H100 on 2026-11-25: with the next head's MMA
-in flight across the loop's back edge, ptxas serialises every wgmma (C7514: "non wgmma instructions
-reading accumulator registers"), 182-226 us causal. Unrolled so that no MMA is in flight across the
-back edge (heads in groups of 4: three of the four relus overlap an MMA; 255 registers, 6 spilled),
-it ran 160.0 us causal against 164.4 for this kernel in the same run, 279.8 against 292.1 full, and
-2.49 against 2.54 ms for 16384 causal: 2-4% faster, 59% of the roofline at 4096 causal, short of
-60%. The prototype is not in the repository.
-
-Where the causal time goes beyond the full case's rate (H100, 2026-11-25, same runs, bitwise equal
-outputs): the working tiles alone (the -inf tiles' programs returning without their store) take
-151-153 us at 4096 causal (62-63% of the roofline) against 160-166 us with the stores; the 992
--inf tiles (32 MB) alone take 15 us as a kernel of their own. Nothing tried hid that store
-time: a persistent kernel taking tiles from a ticket counter, its -inf stores draining while the
-next tile computes, ran 180-194 us (at 16384, 2346 us against 2450 with three programs an
-SM, 2513 with two); the -inf tiles of a query block spread over that block's
-working programs (stores before or after their MMAs) 166-169 us; the -inf tiles as a second
-kernel on a concurrent stream 156-164 us at 4096 and 2418-2706 against 2539 us at 16384 (no
-steady gain); Q, K and the output through TMA descriptors 159-164 us. Nor did these (2026-11-25,
-three runs each, same bits, against 162-164 us and 150-154 us without the -inf stores): each
-working program storing the -inf tile of its point reflection in the grid (one each, balanced)
-before or after its MMAs, 164-166 us; that tile stored a row per head inside the head loop,
-166 us (and 4% slower at 4096 full, where no row is stored); query blocks visited in the order
-first, last, second, ... so -inf and working programs interleave, 162 us; the -inf tiles of 2,
-4, 8 or 16 neighbouring key blocks stored by one program, 161-163, 164, 165 and 169 us. The
-stores cost about their bytes' time wherever they go, but not for want of L2 bandwidth: Nsight
-Compute (4096 full, both kernels, clocks locked) puts the L2 at 14-20% of its peak, DRAM at 7%,
-and the busiest unit at L1TEX, 56-60% (Q's tiles pass through it on their way to shared memory).
-
 Big calls take key blocks of two halves (``_mqa_logits_wide``, chosen by ``key_halves_for``):
-every head's Q tile then serves 256 keys, half the L2 reads of Q per FLOP, the same bits.
-Through the op on the H100 (2026-11-25, ``bench_indexer.py``, two runs) 16384 causal took
-2.280 and 2.317 ms (68.3% and 66.8% of the roofline), against 2.44-2.56 ms before. Both
-kernels keep the source layout that timed fastest: in the one-half kernel, moving the window mask
-or the key scales after the head loop ran 0-4% slower (4096², three runs each, same bits).
+every head's Q tile then serves 256 keys, half the L2 reads of Q per FLOP, the same bits. The
+prefill kernels run at 56-68% of the fp8 roofline on the H100; going further needs asynchronous
+MMAs across the head loop (Gluon or CUDA). Where the time goes and the variants measured are in
+``docs/kernels/sparse_indexer.md``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,19 @@
 """Triton top-k per row: exact, with each row split over many programs.
 
-Three or four launches, no host synchronisation between them:
+Three or four launches, no host synchronisation between them (``docs/kernels/topk.md`` walks
+through each):
 
-1. ``_coarse_hist`` (rows x chunks): a histogram of every chunk of every row over a *coarse
-   bin*, the top 6 or 7 bits of the order key of the value rounded to fp16 (sign, exponent, at
-   most one mantissa bit; ``coarse_bits``). Any order-preserving map works here, because the
-   coarse bin only sorts elements into "surely in", "surely out" and "decide later". The last
-   program of a row to finish (a ticket counter) then scans: it finds the threshold bin b*
-   holding the k-th largest element and gives every chunk its exclusive offsets for "above b*"
-   and "in b*". It also folds which bits of the row's values differ from its first value's:
-   when b* holds the whole row (a tie-heavy row), they give b*'s key range
-   (``_row_bits_range``).
-2. ``_coarse_filter`` (rows x chunks): writes the local offsets of every element above b*
-   straight into ``indices`` (column order), and compacts the elements in b* (order key and
-   offset) into a candidate buffer of ``cap`` slots per row, unless the finish will read the
-   row itself (``_reads_row``: b* overflowed the buffer, or holds most of a long row). A row
-   with nothing above b* that the finish reads itself has nothing to write: its programs find
-   b*'s key range instead (``_range_before_finish``), unless the histogram pass found it.
-3. The finishing select of a *short* row (at most ``reg_tile`` candidates; ``_finish_short``),
-   in its own launch (``_finish_rows``), or in the row's last filter program when the plan's
-   ``split_finish`` is False: an exact radix select (5-bit digits, starting below the candidates'
-   common key prefix, stopping as soon as every element sharing the prefix is needed) for the
-   remaining ``k - above`` slots, on candidates read once and kept in registers, then ``-1``
-   in the unused slots.
-4. The finishing select of a *long* row (``_finish_long``, launched when rows have more than
-   ``reg_tile`` columns): the same select, spread over ``finish_slices`` programs per row,
-   one pass over the candidates per stage (key range, unless the filter found it; each digit;
-   write). Once the key range is known, an element of the row is a candidate when its key lies
-   in it, which is cheaper to test than its coarse bin. The stages of a row are chained through
-   its progress word; the stage's last program (a ticket counter) picks
-   the digit for all. Programs take the row's work items by ticket, so they only wait for
-   items that running programs hold: no deadlock whatever the residency, and under the
-   interpreter the row's first program does them all. Tie-heavy rows (vLLM's "10LSBits" data:
-   every value of a row in one bin) take this path.
+1. ``_coarse_hist``: per chunk of a row, a histogram over a coarse, order-preserving bin (the top
+   bits of the fp16-rounded order key); the row's last program finds the threshold bin b* that
+   holds the k-th largest element and gives every chunk its offsets.
+2. ``_coarse_filter``: writes every element above b* straight into ``indices`` and compacts the
+   elements in b* into a candidate buffer (or leaves the row to be read whole when b* overflows
+   it or holds most of a long row, as on tie-heavy rows).
+3. ``_finish_short``: an exact radix select (5-bit digits) of the remaining ``k - above`` slots
+   on candidates kept in registers, then -1 in the unused slots.
+4. ``_finish_long``: the same select for rows of more than ``reg_tile`` candidates, spread over
+   several programs a row whose stages are chained by ticket counters (no deadlock whatever the
+   residency; under the interpreter the row's first program does them all).
 
 Offsets come from prefix sums, not atomics, so the output (set and order: elements above b* in
 column order, then the chosen candidates in column order; equal values taken lowest column
@@ -43,18 +24,11 @@ clamped so no access leaves the row, and the worst error (code and row) is kept 
 word of ``harness.core.deferred``: no host synchronisation on the hot path; the contract error
 is raised by ``deferred.raise_pending()`` (the harness calls it after every call it judges).
 
-Every pass is bound by its instructions, not by memory (Nsight Compute on the H100, 64x131072:
-ALU pipe 67-74% busy, DRAM 6-24%), so the kernels keep them few: index arithmetic in int32,
-whole tiles loaded without a mask (16-byte vectors on aligned rows; only a slice's last tile is
-masked), one prefix sum for two counts, a prefix test as two comparisons, and the filter held to
-64 registers (twice the programs per SM). Measured on the H100 (2026-11-25, k=2048, CUDA-graph
-replays with L2 flushed, as benchmarks/bench_topk.py times them; two runs), against torch.topk:
-random rows 64x131072 0.093 ms (torch 0.190), 64x300000 0.197-0.199 ms (0.437), 2048x8192
-0.188-0.189 ms (0.407), 1x131072 0.029-0.031 ms (0.077); tie-heavy rows 1x131072 0.046 ms
-(0.084), 64x131072 0.137 ms (0.202), 64x300000 0.281-0.283 ms (0.441). Per launch
-(``bench_topk.py --breakdown``, 64x131072): histogram 34 us, filter 36 us (random rows), short
-finish 15 us; on tie rows the long-row finish takes 93 us for its three passes (two 5-bit digits
-and the write).
+NaN is never selected (../shared/spec/ops.md): its order key (``NAN_KEY``) is below every other,
+so a NaN is chosen only when a row has fewer than top_k other values, and a chosen one is
+written as -1. Every pass is bound by its instructions, not by memory, so the kernels keep them
+few (int32 index arithmetic, unmasked whole tiles, one prefix sum for two counts); figures and
+the designs measured are in ``docs/kernels/topk.md``.
 """
 
 from __future__ import annotations
