@@ -18,7 +18,7 @@ import importlib
 
 import torch
 
-from harness.adapters.base import TF32_GEMM, Adapter, entry, namespace
+from harness.adapters.base import TF32_GEMM, TF32_OPS, Adapter, entry, namespace
 
 MHC = ("mhc_pre", "mhc_post", "mhc_fused_post_pre", "hc_head")
 OTHERS = ("top_k_per_row_prefill", "top_k_per_row_decode", "indexer_k_quant_and_cache",
@@ -128,4 +128,4 @@ ADAPTER = Adapter(
     name="aiter", package="aiter",
     install_hint="AITER needs a ROCm machine (pip install from ROCm/aiter); the tox env rocm runs it",
     ops={"aiter": MHC + OTHERS}, discover=discover, bind=bind,
-    declared={"aiter": {op: TF32_GEMM for op in MHC}})
+    declared={"aiter": {op: TF32_GEMM for op in TF32_OPS}})

@@ -46,6 +46,10 @@ TF32_GEMM = {"accumulation": "tf32"}
 """The declaration of an mHC implementation whose long GEMM runs on TF32 tensor cores (Triton's
 ``tl.dot`` default, TileLang's and AITER's kernels): judged by the TF32 bound
 (the spec's tolerance table)."""
+TF32_OPS = ("mhc_pre", "mhc_fused_post_pre")
+"""The ops whose fp32 mix outputs the TF32 class widens: hc_head and mhc_post return bf16
+alone, where a TF32 declaration changes nothing (on the H100, vLLM's Triton hc_head passed as
+well without it: suites/test_declarations_are_needed.py)."""
 
 
 def triton_tf32_gemm() -> dict[str, str]:

@@ -19,7 +19,7 @@ import importlib
 
 import torch
 
-from harness.adapters.base import Adapter, namespace, triton_tf32_gemm
+from harness.adapters.base import TF32_OPS, Adapter, namespace, triton_tf32_gemm
 
 OPS = ("mhc_pre", "mhc_post", "mhc_fused_post_pre", "hc_head")
 
@@ -79,4 +79,4 @@ ADAPTER = Adapter(
     install_hint="pip install --no-deps liger-kernel (a 1 MB wheel; its Triton kernels run under "
                  "the interpreter on CPU)",
     ops={"liger": OPS}, discover=discover, bind=bind, triton=frozenset({"liger"}),
-    declared={"liger": {op: triton_tf32_gemm() for op in OPS}})
+    declared={"liger": {op: triton_tf32_gemm() for op in TF32_OPS}})

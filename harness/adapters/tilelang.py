@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from harness.adapters.base import TF32_GEMM, Adapter
+from harness.adapters.base import TF32_GEMM, TF32_OPS, Adapter
 from harness.core.ops import MHC_OPS
 
 def discover():
@@ -32,4 +32,4 @@ ADAPTER = Adapter(
     name="tilelang", package="tilelang",
     install_hint="pip install tilelang and vLLM (or set HARNESS_TILELANG_MHC_MODULE) to test it",
     ops={"tilelang": MHC_OPS}, discover=discover, bind=bind,
-    declared={"tilelang": {op: TF32_GEMM for op in MHC_OPS}})
+    declared={"tilelang": {op: TF32_GEMM for op in TF32_OPS}})

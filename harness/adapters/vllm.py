@@ -21,7 +21,7 @@ import importlib.util
 import inspect
 import re
 
-from harness.adapters.base import TF32_GEMM, Adapter, namespace, triton_tf32_gemm
+from harness.adapters.base import TF32_GEMM, TF32_OPS, Adapter, namespace, triton_tf32_gemm
 from harness.adapters.deepgemm import LOGITS_OPS, deepgemm_logits
 from harness.adapters.signature import bind_by_name
 from harness.adapters.vllm_sparse import (COST_LIMITS, DECLARED, DEVIATIONS, SPARSE_ENTRIES,
@@ -248,8 +248,8 @@ ADAPTER = Adapter(
          "vllm": ("top_k_per_row_prefill", "top_k_per_row_decode", "indexer_k_quant_and_cache"),
          "vllm-deepgemm": LOGITS_OPS},
     discover=discover, bind=bind, accumulation={"vllm-deepgemm": "fp8-mma"},
-    declared={**{f"vllm-{b}": {op: TF32_GEMM for op in MHC_OPS} for b in TF32_BACKENDS},
-              "vllm-triton": {**{op: triton_tf32_gemm() for op in MHC_OPS},
+    declared={**{f"vllm-{b}": {op: TF32_GEMM for op in TF32_OPS} for b in TF32_BACKENDS},
+              "vllm-triton": {**{op: triton_tf32_gemm() for op in TF32_OPS},
                               **DECLARED["vllm-triton"]},
               "vllm-torch": DECLARED["vllm-torch"]},
     triton=frozenset({"vllm-triton", "vllm-tilelang"}),
