@@ -165,6 +165,23 @@ def cmd_speed(args) -> int:
     return EXIT_GOOD
 
 
+def cmd_coverage(args) -> int:
+    """The coverage table each profile's sweep would have here, from a collection of the suites
+    (nothing runs); exit 1 when a declared cell of a profile is reached by no swept case."""
+    from harness import coverage
+
+    missing = []
+    for profile in args.profile or ["smoke", "ci", "nightly"]:
+        table, collected = coverage.planned(profile)
+        print(f"# {profile}: {collected} sweep tests collected (counts below are tests, not "
+              "cases; 'judged' = would run here)\n")
+        print("\n".join(coverage.markdown(table, profile)[4:]))
+        missing += [f"{profile}: {gap}" for gap in coverage.gaps(table)]
+    if missing:
+        print("declared cells no sweep reaches: " + "; ".join(missing))
+    return EXIT_BAD if missing else EXIT_GOOD
+
+
 def cmd_selftest(args) -> int:
     import pandas as pd
 
@@ -244,6 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "speed.csv and the plots (default reports/speed)")
     sp.set_defaults(func=cmd_speed)
 
+    cov = sub.add_parser("coverage", help="each profile's input-space coverage table, from a "
+                         "collection of the suites (nothing runs)")
+    cov.add_argument("--profile", action="append", choices=["smoke", "ci", "nightly", "full"],
+                     help="repeatable; default smoke, ci and nightly")
+    cov.set_defaults(func=cmd_coverage)
     st = sub.add_parser("selftest", help="seeded faults must be caught, shipped kernels pass")
     st.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
     st.add_argument("--device", choices=["cuda", "cpu"])

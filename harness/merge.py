@@ -132,6 +132,7 @@ def merge(folders: list[pathlib.Path], out: pathlib.Path) -> dict:
             "impl_required": _required(metas),
             "failed": [t for m in metas for t in m.get("failed", [])],
             "out_of_memory": [t for m in metas for t in m.get("out_of_memory", [])],
+            "skipped_cases": [s for m in metas for s in m.get("skipped_cases", [])],
             "shard": None, "merged_from": [str(f) for f in folders],
             "shards": sorted(str(m.get("shard")) for m in metas)}
     (out / "run.json").write_text(json.dumps(meta, indent=1))

@@ -64,6 +64,12 @@ so the interpreter stops at the smoke profile's largest count; GPU profiles cros
 dispatch threshold with every implementation."""
 
 
+INTERPRETER_MAX_ELEMENTS = 2 ** 18
+"""Largest case (rows x width, ``OpSpec.case_elements``) a Triton kernel is run at under the CPU
+interpreter: top-k rows of 16385+ columns take minutes there, while the torch paths and user
+modules judge them in a second, so the CPU profile keeps those sizes for them."""
+
+
 def runs_for(profile: Profile, case_id: str) -> int:
     """How many runs the accuracy suite gives this case (see ``Profile.runs``)."""
     if profile.repeat_one_case_in <= 1:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
+import json
 import os
 import pathlib
 
@@ -35,7 +36,8 @@ import pytest
 
 from harness.core import deferred
 from harness.core import device as harness_device
-from harness.profiles import INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for
+from harness.profiles import (INTERPRETER_MAX_ELEMENTS, INTERPRETER_MAX_TOKENS, Profile,
+                              get_profile, runs_for)
 from harness import families
 from harness.core.registry import Implementation, KnownDeviationSeen, records
 from harness.core.results import SESSION
@@ -229,11 +231,19 @@ def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
                                  f"Triton kernels stop at T={INTERPRETER_MAX_TOKENS} on a CPU "
                                  "and are run at every token count on a GPU (--profile "
                                  "ci/nightly)")]
+    elements = spec.case_elements(case)
+    if (impl.triton and harness_device.triton_interpreted() and elements is not None
+            and elements > INTERPRETER_MAX_ELEMENTS):
+        return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU "
+                                 f"runs under the interpreter (minutes for {elements} elements); "
+                                 f"on a CPU they stop at {INTERPRETER_MAX_ELEMENTS} elements, "
+                                 "torch paths and user modules run this size here, and Triton "
+                                 "kernels run it on a GPU (--profile ci/nightly)")]
     unsupported = impl.unsupported_for(case)
     if unsupported:
         return [pytest.mark.skip(reason=f"{impl.name}/{case.op} is documented not to handle "
                                  f"this case, so it is not judged here: {unsupported[0].reason}")]
-    limit, elements = impl.cost_limit, spec.case_elements(case)
+    limit = impl.cost_limit
     if limit is not None and elements is not None and elements > limit.elements:
         return [pytest.mark.skip(reason=f"{impl.name}/{case.op} runs cases up to "
                                  f"{limit.elements} elements, this one has {elements}: "
@@ -374,6 +384,7 @@ def pytest_sessionfinish(session, exitstatus):
                cwd=str(session.config.invocation_params.dir),
                cases_run=dict(_TALLY["ran"]), out_of_memory=list(_TALLY["out_of_memory"]),
                failed=list(_TALLY["failed"]), impl_wanted=session.config.getoption("impl") or [],
+               skipped_cases=list(_TALLY["skipped_cases"]),
                impl_required=_required(session.config),
                collected=_collected(session.config, folder),
                shard=session.config.getoption("shard"))
@@ -433,9 +444,27 @@ def pytest_runtest_logreport(report):
         for key, value in report.user_properties:
             if key == "impl":
                 tally["ran"][value] = tally["ran"].get(value, 0) + 1
+    if report.skipped and not hasattr(report, "wasxfail"):
+        case = dict(report.user_properties).get(CASE_PROPERTY)
+        if case:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            tally["skipped_cases"].append({**json.loads(case),
+                                           "reason": str(reason).removeprefix("Skipped: ")})
 
 
-_TALLY: dict = {"ran": {}, "failed": [], "out_of_memory": []}
+_TALLY: dict = {"ran": {}, "failed": [], "out_of_memory": [], "skipped_cases": []}
+CASE_PROPERTY = "harness_case"
+"""The user property that carries a sweep target's case (op, tokens, hidden, params, impl) to
+the controller, so skipped cases can be counted in the coverage table (harness.coverage)."""
+
+
+def _tag_case(item) -> None:
+    target = getattr(item, "callspec", None) and item.callspec.params.get("target")
+    if isinstance(target, Target):
+        case = target.case
+        item.user_properties.append((CASE_PROPERTY, json.dumps(
+            {"case_op": case.op, "tokens": case.tokens, "hidden": case.hidden,
+             "params": dict(case.params), "impl": target.impl.name}, default=str)))
 COLLECTED = pytest.StashKey[tuple]()
 """(digest, node ids) of everything a sharded run collected before taking its shard."""
 
@@ -469,6 +498,8 @@ def pytest_collection_modifyitems(config, items):
     # End-to-end tests take minutes each (a model server per run): start them first, so that
     # under xdist the other workers fill in with kernel tests instead of waiting at the end.
     items[:] = heavy_last(items)
+    for item in items:
+        _tag_case(item)
     wanted = set(config.getoption("impl") or [])
     if wanted:
         kept = [item for item in items if implementations_of(item) & wanted]
@@ -487,10 +518,27 @@ def pytest_collection_modifyitems(config, items):
         items[:], dropped = split(items, index, count)
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-    if harness_device.has_gpu():
-        return
-    skip = pytest.mark.skip(reason="needs a GPU (none visible to torch); run on a CUDA/ROCm host")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    if not harness_device.has_gpu():
+        skip = pytest.mark.skip(reason="needs a GPU (none visible to torch); run on a CUDA/ROCm "
+                                       "host")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+    from harness.coverage import PLAN_ENV
+
+    plan = os.environ.get(PLAN_ENV)
+    if plan:
+        _write_plan(pathlib.Path(plan), items)
+
+
+def _write_plan(path: pathlib.Path, items) -> None:
+    with path.open("w") as out:
+        for item in items:
+            case = dict(item.user_properties).get(CASE_PROPERTY)
+            if not case:
+                continue
+            skip = next(item.iter_markers("skip"), None)
+            reason = (skip.kwargs.get("reason") or (skip.args[0] if skip.args else "skipped")
+                      ) if skip is not None else ""
+            out.write(json.dumps({**json.loads(case), "id": item.nodeid, "reason": reason}) + "\n")
 

@@ -14,7 +14,7 @@ import uuid
 
 import pandas as pd
 
-from harness import report_tables
+from harness import coverage, report_tables
 from harness.core import device
 from harness.durations import where_time_went
 from harness.core.registry import unavailable
@@ -107,6 +107,8 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     deviations = _known_deviations(df) if not df.empty else []
     cases = _saved_cases(folder)
     lines += deviations + cases
+    cov = coverage.table(df, meta.get("skipped_cases") or [], profile)
+    lines += coverage.markdown(cov, profile)
     not_run = []
     if missing:
         grouped: dict[tuple[str, str], list[str]] = {}
@@ -132,6 +134,7 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         "self_check": self_check[0].replace("**", "") if self_check else "",
         "impls": impls, "ops": ops, "cells": cells,
         "failures": report_tables.failure_rows(df, profile, modules),
+        "coverage": cov, "coverage_gaps": coverage.gaps(cov),
         "lists": [("Known deviations (third-party, documented; not failures)",
                    [line[2:] for line in deviations if line.startswith("- ")]),
                   ("Saved failing cases (replay on any machine, exit 0/1/125)",

@@ -47,8 +47,9 @@ def _probe_cases(spec, impl, base, probes, check, ok_message, hidden: int = 0) -
 
     rows, problems, known = [], [], []
     for tokens, params in probes:
-        case = Case(spec.op, tokens=tokens, hidden=hidden, seed=base.seed, device=base.device,
-                    params=params)
+        params = dict(params)
+        case = Case(spec.op, tokens=tokens, hidden=params.pop("hidden", hidden), seed=base.seed,
+                    device=base.device, params=tuple(params.items()))
         unsupported = impl.unsupported_for(case)
         if unsupported:
             rows.append(result_row(case, impl.name, check, "*", verdict="not run",
@@ -127,7 +128,8 @@ def gpu_only(detector: str) -> bool:
 def not_run_here(detector: str, device: str) -> str | None:
     """Why ``detector`` cannot run on ``device``, or None."""
     if gpu_only(detector) and not str(device).startswith("cuda"):
-        return f"{detector} needs a GPU (CUDA-graph capture); run the self-test on a CUDA host"
+        return (f"{detector} runs only on a GPU (its faults are declared needs_gpu: a CUDA-graph "
+                "capture, a 2 GB cache); run the self-test on a CUDA host")
     return None
 
 

@@ -14,7 +14,8 @@ import pytest
 from harness.detectors import cuda_graph
 from harness.core.ops import MHC_OPS
 
-OPS = MHC_OPS + ("top_k_per_row_decode", "indexer_k_quant_and_cache", "fp8_paged_mqa_logits")
+OPS = MHC_OPS + ("top_k_per_row_decode", "indexer_k_quant_and_cache", "fp8_paged_mqa_logits",
+                 "fp8_quantize_k", "fp8_quantize_q")
 DECODE_TOKENS = [64, 257]
 
 pytestmark = pytest.mark.gpu
@@ -44,6 +45,15 @@ def test_topk_decode_replayed_graph_equals_eager(target, record):
 @pytest.mark.sweep(ops=["indexer_k_quant_and_cache"], tokens=DECODE_TOKENS,
                    scale_fmt=[None, "ue8m0"])
 def test_k_cache_write_replayed_graph_equals_eager(target, record):
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_quantize_k", "fp8_quantize_q"], tokens=[257, 4099],
+                   scale_fmt=[None, "ue8m0"], heads=[64])
+def test_prefill_quantisation_replayed_graph_equals_eager(target, record):
+    """vLLM's piecewise CUDA graphs capture the ops around attention at fixed token counts,
+    prefill sizes included: the K and Q quantisers captured once and replayed on new values.
+    (The prefill logits and prefill top-k are not: their shapes follow the batch's keys.)"""
     _check(target, target.case, record)
 
 

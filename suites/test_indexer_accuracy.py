@@ -13,9 +13,11 @@ from harness.core.ops import INDEXER_OPS
 
 OPS = INDEXER_OPS
 
-QUANT_TOKENS = {"smoke": [1, 4, 67], "ci": [1, 4, 4099], "default": [1, 4, 4099, 65536]}
+QUANT_TOKENS = {"smoke": [1, 4, 67, 4099], "ci": [1, 4, 4099], "default": [1, 4, 4099, 65536]}
+"""On a CPU the Triton kernels stop at INTERPRETER_MAX_TOKENS (their skip says so); the torch
+paths and user modules run 4099 there too."""
 HEADS = {"smoke": [4], "default": [64]}
-PREFILL_QUERIES = {"smoke": [1, 7, 33], "ci": [1, 257, 2048], "default": [1, 257, 4096, 16384]}
+PREFILL_QUERIES = {"smoke": [1, 7, 65], "ci": [1, 257, 2048], "default": [1, 257, 4096, 16384]}
 PREFILL_SEQS = {"smoke": [1, 3], "default": [1, 7, 32]}
 PREFILL_CONTEXT = {"smoke": [200], "ci": [2048], "default": [8192]}
 DECODE_BATCH = {"smoke": [1, 3], "ci": [1, 16, 64], "default": [1, 16, 64, 256]}
@@ -38,6 +40,52 @@ def test_k_quantisation_is_bit_exact(target, record):
 @pytest.mark.sweep(ops=["fp8_quantize_q"], tokens=QUANT_TOKENS, heads=HEADS)
 def test_q_quantisation_and_folded_weights_are_bit_exact(target, record):
     _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_quantize_k", "fp8_quantize_q", "indexer_k_quant_and_cache"],
+                   tokens=[67], heads=HEADS, scale_fmt=[None, "ue8m0"],
+                   data=["zero-tokens", "fp8-max"])
+def test_quantisation_of_zero_tokens_and_the_fp8_maximum(target, record):
+    """All-zero tokens (the amax floor keeps the scale finite) and rows whose amax is exactly
+    448 * 2^e (exact power-of-two scales, values on the e4m3 maximum)."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["indexer_k_quant_and_cache"], tokens={"smoke": [67], "default": [67, 4099]},
+                   slots=["runs"], data=["random", "zero-tokens"])
+def test_k_cache_write_skips_runs_of_unused_slots(target, record):
+    """The first and last quarter of slot_mapping -1, as a padded graph batch has them: nothing
+    of theirs may reach the cache."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_mqa_logits", "fp8_paged_mqa_logits"], tokens={"smoke": [34], "default": [258]},
+                   seqs=[3], next_n=[2], context={"smoke": [300], "default": [4096]}, heads=HEADS,
+                   data=["zero-tokens", "fp8-max"])
+def test_logits_on_zero_tokens_and_the_fp8_maximum(target, record):
+    """Zero keys and queries (logits of exactly 0 inside the window, never NaN) and keys and
+    queries at the top of the e4m3 range (the largest products an fp8 kernel accumulates)."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[5], next_n=[1, 2],
+                   context={"smoke": [300], "default": [8192]}, heads=HEADS,
+                   empty_requests=[2], shared_prefix=[True, False])
+def test_paged_logits_with_empty_requests_and_shared_blocks(target, record):
+    """Requests with no context (every logit of theirs -inf) and requests whose first blocks are
+    another's (prefix caching: one physical block in several block tables)."""
+    rows = target.case.param("batch") * target.case.param("next_n")
+    _check(target, dataclasses.replace(target.case, tokens=rows), record)
+
+
+@pytest.mark.gpu
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[4], next_n=[2], context=[4096],
+                   heads=[64], far_blocks=[True])
+def test_paged_logits_past_2_31_bytes_of_cache(target, record):
+    """A 2.1 GB cache whose used blocks lie past byte 2^31: a kernel computing byte offsets in
+    32-bit arithmetic reads other blocks."""
+    rows = target.case.param("batch") * target.case.param("next_n")
+    _check(target, dataclasses.replace(target.case, tokens=rows), record)
 
 
 @pytest.mark.sweep(ops=["fp8_mqa_logits"], tokens=PREFILL_QUERIES, seqs=PREFILL_SEQS,

@@ -47,7 +47,9 @@ def test_prefill_data_shapes(target, record):
 
 
 CAPACITY_ROWS = {"smoke": [33], "default": [33, 512]}
-CAPACITY_CONTEXT = {"smoke": [4096], "default": [4096, 16385, 65537]}
+CAPACITY_CONTEXT = [4096, 8192, 16385, 65537]
+"""On both sides of 4096 and 16384 columns; on a CPU the torch paths and user modules run the
+long rows (the Triton interpreter stops at INTERPRETER_MAX_ELEMENTS, with its reason)."""
 
 
 @pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=CAPACITY_ROWS, top_k=[2048],
@@ -57,6 +59,48 @@ def test_prefill_dense_near_ties_and_tie_floods(target, record):
     sharing the k-th value's leading bits (vLLM #51782: 33 rows of 16385 values in [1.0,
     1.245)), and > 1024 values equal to the k-th at k = 2048 (SGLang #30645)."""
     _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[1], next_n=[1], top_k=[2048],
+                   context=CAPACITY_CONTEXT, data=["near-equal", "flood"])
+def test_decode_dense_near_ties_and_tie_floods(target, record):
+    _check(target, _decode_case(target), record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[33], top_k=SHAPE_K, context=[4096],
+                   seqs=[5], data=["negative-ties", "near-constant"])
+def test_prefill_radix_digit_patterns(target, record):
+    """Negative ties (order keys are the complemented bits) and a near-constant row (the same
+    radix digit in nearly every element), through the sweep of every implementation."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[2], top_k=SHAPE_K,
+                   context=[4096], data=["negative-ties", "near-constant"])
+def test_decode_radix_digit_patterns(target, record):
+    _check(target, _decode_case(target), record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[33], top_k=SHAPE_K, context=[4096],
+                   seqs=[5], data=["zeros", "tiny"])
+def test_prefill_zero_and_subnormal_rows(target, record):
+    """All-zero rows (+0.0 and -0.0: every value ties, and zero is a value, not an empty slot) and
+    subnormal magnitudes (a kernel that flushes them to zero sees ties where there are none)."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[2], top_k=SHAPE_K,
+                   context=[4096], data=["zeros", "tiny"])
+def test_decode_zero_and_subnormal_rows(target, record):
+    _check(target, _decode_case(target), record)
+
+
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[1, 4], top_k=SHAPE_K,
+                   context=[4096], seq_lens_2d=[True], padded_requests=[0, 2])
+def test_decode_two_dimensional_seq_lens(target, record):
+    """seq_lens given as [batch, next_n] (each draft row's own length), with and without padded
+    draft requests whose rows have length 0."""
+    _check(target, _decode_case(target), record)
 
 
 @pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[2, 4], top_k=SHAPE_K,
@@ -94,10 +138,10 @@ def test_decode_data_shapes(target, record):
     _check(target, _decode_case(target), record)
 
 
-@pytest.mark.gpu
-@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[1, 64], next_n=[2], top_k=[2048],
-                   context=[300_000])
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch={"smoke": [1], "default": [1, 64]},
+                   next_n=[2], top_k=[2048], context=[300_000])
 def test_decode_near_300k_columns(target, record):
+    """The longest rows upstream serves; on a CPU torch paths and user modules run them."""
     _check(target, _decode_case(target), record)
 
 

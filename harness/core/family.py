@@ -13,7 +13,8 @@ from typing import Callable, Mapping
 from harness.core.faults import Fault, SeededFaults
 
 ProbeCases = Mapping[str, tuple[tuple[int, tuple], ...]]
-"""op -> (tokens, case params) of small cases a probe runs."""
+"""op -> (tokens, case params) of small cases a probe runs; a ``hidden`` entry among the params
+sets the case's hidden size."""
 
 
 @dataclasses.dataclass(frozen=True)

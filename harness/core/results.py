@@ -33,7 +33,12 @@ def result_row(case, impl: str, check: str, output: str, *, passed: bool | None 
         raise ValueError(f"verdict {verdict!r} of {check}/{output} is not one of {VERDICTS}")
     return {"op": op or case.op, "impl": impl, "case": case.id, "tokens": case.tokens,
             "hidden": case.hidden, "check": check, "output": output, "verdict": verdict,
-            "detail": detail, **measures}
+            "detail": detail, "case_op": case.op, "params": case_params_json(case), **measures}
+
+
+def case_params_json(case) -> str:
+    """The case's named parameters as JSON: what the coverage table matches cells against."""
+    return json.dumps(dict(getattr(case, "params", ()) or ()), sort_keys=True, default=str)
 
 
 class ResultLog:

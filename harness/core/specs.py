@@ -16,6 +16,7 @@ import torch
 from harness.core import deferred, metrics
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
+from harness.core.input_space import InputSpace
 from harness.core.ops import check_op
 from harness.core.registry import Implementation, ensure_loaded
 from harness.core.tolerances import Tolerance, ToleranceTable
@@ -61,6 +62,9 @@ class OpSpec:
     """The named parameters a case of this op may carry, with their defaults; the spec's
     docstring says what each means. A case with any other name is refused (a sweep axis with a
     typo would otherwise run the default and pass)."""
+    input_space: InputSpace = InputSpace()
+    """The value distributions, sizes and metadata this op is judged on, as named cells
+    (harness.core.input_space); the report's coverage table counts the judged cases of each."""
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
         """The inputs of ``case``, by argument name."""
@@ -259,6 +263,7 @@ _SPECS: dict[str, OpSpec] = {}
 
 def register_spec(spec: OpSpec) -> OpSpec:
     check_op(spec.op)
+    spec.input_space.check_against(spec.op, spec.case_params)
     _SPECS[spec.op] = spec
     return spec
 

@@ -2,6 +2,7 @@
 
 from harness.core.family import Family
 from harness.core.ops import MHC_OPS
-from kernels.mhc import faults, spec, torch, triton  # noqa: F401  (registration on import)
+from kernels.mhc import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
 
-FAMILY = Family(name="mhc", ops=MHC_OPS, faults=faults.FAULTS)
+FAMILY = Family(name="mhc", ops=MHC_OPS, faults=faults.FAULTS,
+                probes={"mhc_inputs": probes.MHC_INPUTS})

@@ -263,3 +263,47 @@ def persistent_buffer_stale_in_replay(threshold: int) -> Implementation:
             out.copy_(result)
         return out
     return _impl("mhc_post", "fault-persistent-buffer-stale-in-replay", mhc_post)
+
+
+@FAULTS.seed("rms_eps_outside_rsqrt", "mhc_pre", "eps misplaced", "mhc_inputs")
+def rms_eps_outside_rsqrt(threshold: int) -> Implementation:
+    """``rsqrt(mean(x^2)) + eps`` instead of ``rsqrt(mean(x^2) + eps)``: the same to 1e-6 on
+    ordinary tokens, NaN on an all-zero (padding) token and gates off their scale on a tiny one."""
+    def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, *rest, n_splits=1):
+        m, h = residual.shape[-2:]
+        x = residual.reshape(-1, m * h).float()
+        mixes = (x @ fn.t()) * (torch.rsqrt(x.square().mean(-1, keepdim=True)) + rms_eps)
+        pre, post, comb = ref.pre_gates(mixes, hc_scale, hc_base, m, *rest)
+        li = (pre.unsqueeze(-1) * x.view(-1, m, h)).sum(1).to(residual.dtype)
+        return post, comb, li
+    return _impl("mhc_pre", "fault-rms-eps-outside-rsqrt", mhc_pre)
+
+
+@FAULTS.seed("squares_in_fp16", "hc_head", "overflow on large activations", "mhc_inputs")
+def squares_in_fp16(threshold: int) -> Implementation:
+    """Squares the streams in fp16 for the RMS (a half-precision prologue): exact enough on
+    ordinary tokens, inf on a token with massive activations (|x| > 256), whose gates then
+    collapse to sigmoid(hc_base)."""
+    def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps):
+        m, h = hidden_states.shape[-2:]
+        x = hidden_states.reshape(-1, m * h).float()
+        sq = x.half().square().float().mean(-1, keepdim=True)
+        mixes = (x @ hc_fn.t()) * torch.rsqrt(sq + rms_eps)
+        pre = torch.sigmoid(mixes * hc_scale + hc_base) + hc_eps
+        return (pre.unsqueeze(-1) * x.view(-1, m, h)).sum(1).to(hidden_states.dtype)
+    return _impl("hc_head", "fault-squares-in-fp16", hc_head)
+
+
+@FAULTS.seed("hidden_tail_unwritten_past_2048", "mhc_post", "partial column tile dropped",
+             "mhc_inputs")
+def hidden_tail_unwritten_past_2048(threshold: int) -> Implementation:
+    """A wide-hidden path (H > 2048) of 1024-column tiles launched for H // 1024 tiles without a
+    mask: the last H % 1024 columns are never written. Both production sizes are multiples of
+    1024, so only another hidden size shows it."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        out = ref.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+        h = out.shape[-1]
+        if h > 2048 and h % 1024:
+            out[..., h - h % 1024:] = 0
+        return out
+    return _impl("mhc_post", "fault-hidden-tail-unwritten-past-2048", mhc_post)

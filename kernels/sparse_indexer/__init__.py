@@ -6,4 +6,5 @@ from kernels.sparse_indexer import faults, probes, spec, torch, triton  # noqa: 
 
 FAMILY = Family(name="sparse_indexer", ops=INDEXER_OPS, faults=faults.FAULTS,
                 probes={"indexer_checks": probes.INDEXER_CHECKS,
-                        "indexer_step": probes.INDEXER_STEP})
+                        "indexer_step": probes.INDEXER_STEP,
+                        "paged_far_blocks": probes.PAGED_FAR_BLOCKS})

@@ -9,7 +9,7 @@ import torch
 from harness.core.faults import SeededFaults
 from harness.core.registry import Implementation
 from kernels.sparse_indexer import torch as ref
-from kernels.sparse_indexer.spec import BLOCK_SIZE
+from kernels.sparse_indexer.spec import BLOCK_BYTES, BLOCK_SIZE
 from kernels.sparse_indexer.step import StepBatch
 from kernels.topk import torch as topk_ref
 
@@ -158,3 +158,58 @@ def paged_bakes_first_call_length(threshold: int) -> Implementation:
         return get("fp8_paged_mqa_logits", "triton").fn(q, kv_cache, weights, lens, block_tables,
                                                        max_model_len)
     return _impl("fp8_paged_mqa_logits", "fault-paged-bakes-first-call-length", paged)
+
+
+@FAULTS.seed("k_scale_without_floor", "indexer_k_quant_and_cache", "0/0 on an all-zero token",
+             "indexer_checks")
+def k_scale_without_floor(threshold: int) -> Implementation:
+    """Scales by ``amax / 448`` without the 1e-4 floor: an all-zero K token (padding) gets scale
+    0 and NaN values (0 / 0) in the cache."""
+    def write(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
+        ref.indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt)
+        values, scales = ref.cache_views(kv_cache, k.shape[1], kv_cache.shape[1])
+        slots = slot_mapping[:k.shape[0]].long()
+        zero = (k.float().abs().amax(-1) == 0) & (slots >= 0)
+        blk, off = slots[zero] // kv_cache.shape[1], slots[zero] % kv_cache.shape[1]
+        scales[blk, off] = 0.0
+        values[blk, off] = torch.full_like(values[blk, off].float(), float("nan")).to(values.dtype)
+    return _impl("indexer_k_quant_and_cache", "fault-k-scale-without-floor", write)
+
+
+@FAULTS.seed("ue8m0_rounds_exact_powers_up", "fp8_quantize_q", "scale off by a power of two",
+             "indexer_checks")
+def ue8m0_rounds_exact_powers_up(threshold: int) -> Implementation:
+    """Rounds a Q scale up to a power of two as ``2^(floor(log2 r) + 1)``: right unless ``amax /
+    448`` is already a power of two, where the scale doubles and every value halves (rows whose
+    amax sits exactly at 448 * 2^e, the top of the e4m3 range)."""
+    def quantize_q(q, weights, softmax_scale):
+        amax = q.float().abs().amax(-1).clamp_min(ref.AMAX_FLOOR)
+        scale = torch.exp2(torch.floor(torch.log2((amax.double() / 448.0))) + 1).float()
+        values = (q.double() / scale.double().unsqueeze(-1)).float().clamp(-448, 448)
+        heads = q.shape[1]
+        return (values.to(torch.float8_e4m3fn),
+                weights * scale * (float(softmax_scale) * heads ** -0.5))
+    return _impl("fp8_quantize_q", "fault-ue8m0-rounds-exact-powers-up", quantize_q)
+
+
+@FAULTS.seed("empty_context_sees_first_key", "fp8_paged_mqa_logits", "visibility mask",
+             "indexer_checks")
+def empty_context_sees_first_key(threshold: int) -> Implementation:
+    """Clamps a request's length to at least 1 (``max(len, 1)``, a guard against an empty loop):
+    a request with no context sees the key in its first block slot."""
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens.clamp_min(1).int(),
+                                        block_tables, max_model_len)
+    return _impl("fp8_paged_mqa_logits", "fault-empty-context-sees-first-key", paged)
+
+
+@FAULTS.seed("block_offset_wraps_at_2_31", "fp8_paged_mqa_logits", "32-bit offset overflow",
+             "paged_far_blocks", needs_gpu=True)
+def block_offset_wraps_at_2_31(threshold: int) -> Implementation:
+    """Computes a block's byte offset in signed 32-bit arithmetic: past 2^31 bytes of cache it
+    wraps and the kernel reads another block (a cache of more than 254K blocks of 64 slots)."""
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        wrapped = ((block_tables.long() * BLOCK_BYTES) % 2 ** 31) // BLOCK_BYTES
+        return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, wrapped.int(),
+                                        max_model_len)
+    return _impl("fp8_paged_mqa_logits", "fault-block-offset-wraps-at-2-31", paged)

@@ -15,19 +15,31 @@ INDEXER_CHECKS = Probe(
     passes="bit-exact quantisation, mask and logits bounds hold",
     cases={
         "fp8_quantize_k": ((37, ()), (9, (("scale_fmt", "ue8m0"),))),
-        "fp8_quantize_q": ((13, (("heads", 4),)),),
-        "indexer_k_quant_and_cache": ((70, ()), (20, (("scale_fmt", "ue8m0"),))),
+        "fp8_quantize_q": ((13, (("heads", 4),)), (5, (("heads", 4), ("data", "fp8-max")))),
+        "indexer_k_quant_and_cache": ((70, ()), (20, (("scale_fmt", "ue8m0"),)),
+                                      (20, (("data", "zero-tokens"), ("slots", "runs")))),
         "fp8_mqa_logits": ((29, (("heads", 4), ("seqs", 3), ("context", 200))),
                            (16, (("heads", 8), ("seqs", 1), ("context", 0))),
                            (65, (("heads", 8), ("seqs", 2), ("context", 256))),
                            (7, (("heads", 4), ("seqs", 1), ("context", 8300)))),
         "fp8_paged_mqa_logits": ((12, (("heads", 4), ("next_n", 2), ("context", 300))),
-                                 (7, (("heads", 4), ("context", 130)))),
+                                 (7, (("heads", 4), ("context", 130))),
+                                 (8, (("heads", 4), ("next_n", 2), ("context", 300),
+                                      ("empty_requests", 1), ("shared_prefix", True)))),
     })
 """Small indexer cases: ragged windows with context, a query row that sees a single key, next_n
 draft rows, shuffled block tables over a cache full of garbage bytes; one prefill call with more
 than FP8_MMA_SAMPLE visible logits, where the fp8-mma class judges the spread of the errors; one
-with more than 4096 keys ending in a partial block of 128."""
+with more than 4096 keys ending in a partial block of 128; all-zero K tokens written past runs of
+-1 slots; Q rows at the top of the e4m3 range; a paged batch with an empty request and shared
+prefix blocks."""
+
+PAGED_FAR_BLOCKS = Probe(
+    passes="a paged cache read past 2^31 bytes matches the reference",
+    cases={"fp8_paged_mqa_logits": ((6, (("heads", 4), ("next_n", 2), ("context", 300),
+                                         ("far_blocks", True))),)})
+"""A 2.1 GB paged cache whose used blocks lie past byte 2^31 (GPU only: the fault that reads it
+through 32-bit offsets is declared needs_gpu)."""
 
 STEP_PROBES = (
     (("batch", 3), ("next_n", 2), ("pad", 2), ("prefill", 9), ("seqs", 2), ("context", 300),

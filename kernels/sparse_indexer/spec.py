@@ -34,6 +34,7 @@ import torch
 from harness.core.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
 from harness.core.errors import ContractViolation
+from harness.core.input_space import GPU_PROFILES, Cell, InputSpace, at_least, between
 from harness.core.specs import Comparison, OpSpec, contract, register_spec
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.validate import FP8, SCALE_BYTES
@@ -48,11 +49,56 @@ smallest subnormal and a subnormal tie, so round-half-even is checked, not just 
 
 
 def _activations(case: Case, salt: int, *shape: int) -> torch.Tensor:
+    """K or Q activations [..., HEAD_DIM] in bf16, drawn as the case's ``data`` says."""
     g = generator(case, salt, case.device)
     x = torch.randn(*shape, generator=g, device=case.device)
     x = x * torch.exp(torch.randn(*shape[:-1], 1, generator=g, device=case.device))
     x[..., :3] *= 8.0
-    return x.to(torch.bfloat16)
+    data = case.param("data", "random")
+    if data not in DISTRIBUTIONS:
+        raise ValueError(f"{case.id}: unknown indexer data {data!r}; choose one of "
+                         f"{', '.join(DISTRIBUTIONS)}")
+    return DISTRIBUTIONS[data][0](x, g).to(torch.bfloat16)
+
+
+def _zero_rows(x: torch.Tensor, g) -> torch.Tensor:
+    """Every fourth token all zero (from the second): amax 0, so the scale is the floor's."""
+    x[1::4] = 0
+    return x
+
+
+def _fp8_max_rows(x: torch.Tensor, g) -> torch.Tensor:
+    """Every row's amax exactly 448 * 2^e (e in [-6, 6]) and a quarter of its values at +-amax:
+    power-of-two scales are exact, so those values land on the e4m3 maximum (code 0x7E)."""
+    rows = x.reshape(-1, x.shape[-1])
+    e = torch.randint(-6, 7, (rows.shape[0], 1), generator=g, device=x.device).float()
+    top = 448.0 * torch.exp2(e)
+    rows = rows / rows.abs().amax(-1, keepdim=True).clamp_min(1e-30) * top * 0.9
+    at_max = torch.rand(rows.shape, generator=g, device=x.device) < 0.25
+    at_max[:, 0] = True
+    rows = torch.where(at_max, torch.sign(rows).clamp_min(0) * 2 - 1, rows / top) * top
+    return rows.reshape(x.shape)
+
+
+DISTRIBUTIONS = {
+    "random": (lambda x, g: x, "N(0, 1) activations, per-token scales over ~e^{+-1}, three "
+               "outlier channels"),
+    "zero-tokens": (_zero_rows, "all-zero K and Q tokens (padding): the 1e-4 amax floor keeps "
+                    "the scale finite"),
+    "fp8-max": (_fp8_max_rows, "rows whose amax is exactly 448 * 2^e: power-of-two scales are "
+                "exact and many values land on the e4m3 maximum"),
+}
+"""How K and Q activations are drawn (``data``): name -> (transform, what it stands for)."""
+
+VALUE_CELLS = tuple(Cell("values", name, what, {"data": name})
+                    for name, (_, what) in DISTRIBUTIONS.items())
+QUANT_SIZES = (
+    Cell("sizes", "T = 1..4", "single tokens (decode)", {"tokens": between(1, 4)}),
+    Cell("sizes", "T = 5..4096", "partial and whole blocks of 64 slots", {"tokens": between(5, 4096)}),
+    Cell("sizes", "T > 4096", "prefill chunks (4099, 65536)", {"tokens": at_least(4097)}),
+)
+UE8M0 = Cell("metadata", "ue8m0 scales", "scales rounded up to a power of two",
+             {"scale_fmt": "ue8m0"})
 
 
 NEG_ZERO_FP8 = 0x80
@@ -231,11 +277,12 @@ class QuantizeKSpec(OpSpec):
     outputs = ("values", "scale")
     output_dtypes = {"values": FP8, "scale": torch.float32}
     token_args = ("k",)
-    case_params = {"scale_fmt": None}
+    case_params = {"scale_fmt": None, "data": "random"}
+    input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (UE8M0,))
 
     def _make_inputs(self, case: Case) -> dict:
         k = _activations(case, 1, case.tokens, HEAD_DIM)
-        if case.tokens >= 4:
+        if case.tokens >= 4 and self.param(case, "data") == "random":
             k[0] = 0
             k[1] *= 1e4
             k[2] *= 1e-5
@@ -258,7 +305,10 @@ class QuantizeQSpec(QuantizeKSpec):
     outputs = ("values", "weights")
     output_dtypes = {"values": FP8, "weights": torch.float32}
     token_args = ("q", "weights")
-    case_params = {"heads": HEADS}
+    case_params = {"heads": HEADS, "data": "random"}
+    input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
+        Cell("sizes", "64 heads", "DeepSeek-V3.2's indexer heads", {"heads": 64},
+             profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),))
 
     def case_elements(self, case: Case) -> int | None:
         return case.tokens * self.param(case, "heads") * HEAD_DIM if case.tokens else None
@@ -276,6 +326,11 @@ class QuantizeQSpec(QuantizeKSpec):
         return {"values": values, "weights": inputs["weights"] * scale * c}
 
 
+BLOCK_BYTES = BLOCK_SIZE * (HEAD_DIM + SCALE_BYTES)
+FAR_BLOCK = 2 ** 31 // BLOCK_BYTES + 1
+"""The first block whose bytes lie past 2^31 from the cache's start (``far_blocks``)."""
+
+
 def _garbage_cache(case: Case, num_blocks: int) -> torch.Tensor:
     g = generator(case, 9, case.device)
     return torch.randint(0, 256, (num_blocks, BLOCK_SIZE, 1, HEAD_DIM + SCALE_BYTES),
@@ -290,7 +345,14 @@ class QuantAndCacheSpec(OpSpec):
     outputs = ("kv_cache",)
     output_dtypes = {"kv_cache": torch.uint8}
     token_args = ("k", "slot_mapping")
-    case_params = {"scale_fmt": None}
+    case_params = {"scale_fmt": None, "data": "random", "slots": "scattered"}
+    """``slots``: ``scattered`` (one token in eight unused, -1, anywhere) or ``runs`` (the first
+    and last quarter of the batch -1: the padding tokens of a graph batch write nothing)."""
+    input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
+        UE8M0,
+        Cell("metadata", "-1 runs", "the first and last quarter of slot_mapping -1 (graph "
+             "padding)", {"slots": "runs"}),
+    ))
     reference_extras = ref.KV_LAYOUTS
     """The cache as each layout an implementation may declare (``kv_layout``) writes it."""
 
@@ -299,7 +361,10 @@ class QuantAndCacheSpec(OpSpec):
         num_blocks = t // BLOCK_SIZE + 3
         g = generator(case, 4, case.device)
         slots = torch.randperm(num_blocks * BLOCK_SIZE, generator=g, device=case.device)[:t]
-        if t >= 4:
+        if self.param(case, "slots") == "runs":
+            slots[:max(1, t // 4)] = -1
+            slots[t - t // 4:] = -1
+        elif t >= 4:
             slots[torch.randperm(t, generator=g, device=case.device)[:max(1, t // 8)]] = -1
         return {"k": _activations(case, 5, t, HEAD_DIM), "kv_cache": _garbage_cache(case, num_blocks),
                 "slot_mapping": slots.long(), "quant_block_size": HEAD_DIM,
@@ -346,7 +411,18 @@ class MqaLogitsSpec(OpSpec):
     outputs = ("logits",)
     output_dtypes = {"logits": torch.float32}
     token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
-    case_params = {"heads": HEADS, "seqs": 1, "context": 1024}
+    case_params = {"heads": HEADS, "seqs": 1, "context": 1024, "data": "random"}
+    input_space = InputSpace(VALUE_CELLS + (
+        Cell("sizes", "<= 64 query rows", "small prefill chunks", {"tokens": between(1, 64)}),
+        Cell("sizes", "> 64 query rows", "prefill chunks of hundreds to 16384 queries",
+             {"tokens": at_least(65)}),
+        Cell("sizes", "> 4096 keys", "past 4096 keys, ending in a partial block of 128",
+             {"context": at_least(4097)}),
+        Cell("sizes", "64 heads", "DeepSeek-V3.2's indexer heads", {"heads": 64},
+             profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),
+        Cell("metadata", "ragged batch", "several sequences, each query seeing its own "
+             "sequence's keys", {"seqs": at_least(2)}),
+    ))
 
     def case_elements(self, case: Case) -> int | None:
         """Query rows x context: the logits (and a torch implementation's per-head scores,
@@ -399,7 +475,34 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
                          "max_model_len")
     token_args = ()
     case_params = {"heads": HEADS, "next_n": 1, "batch": 0, "context": 2048, "shuffled": True,
-                   "capacity": False}
+                   "capacity": False, "data": "random", "empty_requests": 0,
+                   "shared_prefix": False, "far_blocks": False}
+    """Beside the prefill ones: ``empty_requests``, the last N requests have no context
+    (context_len 0: every logit of theirs -inf); ``shared_prefix``, every request's first blocks
+    are request 0's (prefix caching: one physical block in several tables); ``far_blocks``, the
+    cache is larger than 2^31 bytes and the requests' blocks lie past that offset (a 32-bit
+    byte offset wraps)."""
+    input_space = InputSpace(VALUE_CELLS + (
+        Cell("sizes", "context <= 8192", "short and medium contexts", {"context": between(1, 8192)}),
+        Cell("sizes", "context >= 65536", "long contexts (65536, 131072)",
+             {"context": at_least(65536)}, profiles=GPU_PROFILES,
+             elsewhere="long contexts: run on a GPU (the CPU profile's contexts are 300 keys)"),
+        Cell("sizes", "batch >= 64", "large decode batches", {"batch": at_least(64)},
+             profiles=GPU_PROFILES, elsewhere="the CPU profile runs batches of 1-3"),
+        Cell("sizes", "cache past 2^31 bytes", "blocks at byte offsets past 2^31 of a 2.1 GB cache",
+             {"far_blocks": True}, profiles=GPU_PROFILES,
+             elsewhere="a 2.1 GB cache per case: run on a GPU"),
+        Cell("metadata", "next_n > 1", "speculative drafts, each seeing one more key",
+             {"next_n": at_least(2)}),
+        Cell("metadata", "shuffled block table", "blocks in random order, garbage in unused "
+             "slots and spare blocks", {"shuffled": True}),
+        Cell("metadata", "empty context", "requests with context_len 0", {"empty_requests": at_least(1)}),
+        Cell("metadata", "shared blocks", "requests sharing prefix blocks (prefix caching)",
+             {"shared_prefix": True}),
+        Cell("metadata", "graph-sized buffers", "cache and tables sized for max_model_len, as a "
+             "captured decode graph's", {"capacity": True}, profiles=GPU_PROFILES,
+             elsewhere="the CUDA-graph suite builds them; it needs a GPU"),
+    ))
     replay_params = (("capacity", True),)
 
     def case_elements(self, case: Case) -> int | None:
@@ -416,24 +519,32 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
         batch, n = case.tokens // next_n, self.param(case, "context")
         g = generator(case, 11)
         lens = decode_seq_lens(batch, next_n, n, g)
+        empty = min(self.param(case, "empty_requests"), batch)
+        if empty:
+            lens[batch - empty:] = 0
         need = [(int(x) + BLOCK_SIZE - 1) // BLOCK_SIZE for x in lens]
+        donor = max(range(batch), key=lambda b: need[b]) if batch else 0
+        shared = [min(nb, need[donor]) // 2 if self.param(case, "shared_prefix") and b != donor
+                  else 0 for b, nb in enumerate(need)]
         max_blocks = (n + BLOCK_SIZE - 1) // BLOCK_SIZE
         # ``capacity``: the cache holds max_model_len for every request, as vLLM sizes the
         # buffers a decode graph is captured with, so every seed has the same shapes
         total = (batch * max_blocks if self.param(case, "capacity") else sum(need)) + 3
+        first = FAR_BLOCK if self.param(case, "far_blocks") else 0
         order = (torch.randperm(total, generator=g) if self.param(case, "shuffled")
-                 else torch.arange(total))
-        tables = torch.randint(0, total, (batch, max_blocks), generator=g, dtype=torch.int32)
+                 else torch.arange(total)) + first
+        tables = torch.randint(0, total, (batch, max_blocks), generator=g, dtype=torch.int32) + first
         used = 0
-        for b, nb in enumerate(need):
-            tables[b, :nb] = order[used:used + nb].int()
-            used += nb
-        cache = _garbage_cache(case, total)
+        for b in [donor] + [b for b in range(batch) if b != donor]:
+            tables[b, :shared[b]] = tables[donor, :shared[b]]
+            tables[b, shared[b]:need[b]] = order[used:used + need[b] - shared[b]].int()
+            used += need[b] - shared[b]
+        cache = _garbage_cache(case, total + first)
         for b in range(batch):
             length = int(lens[b])
-            pos = torch.arange(length)
+            pos = torch.arange(shared[b] * BLOCK_SIZE, length)
             slots = (tables[b].long()[pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE).to(case.device)
-            keys = _activations(case, 100 + b, length, HEAD_DIM)
+            keys = _activations(case, 100 + b, length, HEAD_DIM)[shared[b] * BLOCK_SIZE:]
             ref.indexer_k_quant_and_cache(keys, cache, slots, HEAD_DIM, None)
         q, w = quantized_q(case, case.tokens, heads)
         return {"q": q.view(batch, next_n, heads, HEAD_DIM), "kv_cache": cache, "weights": w,

@@ -147,3 +147,47 @@ def padded_row_end_read_unsigned(threshold: int) -> Implementation:
         view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
         ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
     return _impl("top_k_per_row_decode", "fault-padded-row-end-read-unsigned", decode)
+
+
+@FAULTS.seed("zero_logit_read_as_empty", "top_k_per_row_prefill", "-1 inside the valid prefix",
+             "topk_checks")
+def zero_logit_read_as_empty(threshold: int) -> Implementation:
+    """Uses 0.0 as its "empty slot" marker: a selected logit that is zero (either sign) is written
+    as -1, so all-zero rows (padding tokens, cleared logits) come back with no index."""
+    def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+        ref.top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0,
+                                  stride1, top_k)
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        block = indices[:num_rows, :top_k]
+        cols = (block.long() + row_starts[:num_rows, None].long()).clamp(0, view.shape[1] - 1)
+        picked = view.gather(1, cols)
+        block.copy_(torch.where((block >= 0) & (picked == 0), -1, block))
+    return _impl("top_k_per_row_prefill", "fault-zero-logit-read-as-empty", prefill)
+
+
+@FAULTS.seed("flushes_subnormals", "top_k_per_row_decode", "wrong values selected",
+             "topk_checks")
+def flushes_subnormals(threshold: int) -> Implementation:
+    """Ranks by values with subnormals flushed to zero (FTZ arithmetic on the order keys): distinct
+    tiny logits tie at 0, and the kernel picks among them arbitrarily."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        subnormal = view.abs() < torch.finfo(torch.float32).tiny
+        flushed = torch.where(subnormal, 0.0, view)
+        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
+        ref.select_into(flushed, torch.zeros_like(ends), ends, indices, int(top_k))
+    return _impl("top_k_per_row_decode", "fault-flushes-subnormals", decode)
+
+
+@FAULTS.seed("seq_lens_2d_read_as_1d", "top_k_per_row_decode", "wrong window",
+             "topk_checks")
+def seq_lens_2d_read_as_1d(threshold: int) -> Implementation:
+    """Reads a [batch, next_n] seq_lens as if it were [batch]: its first ``batch`` entries taken
+    as the requests' lengths, whatever the row."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        batch = -(-int(num_rows) // int(next_n))
+        lens = seq_lens.reshape(-1)[:batch].contiguous()
+        ends = decode_row_ends(lens, int(next_n), int(num_rows)).clamp_max(logits.shape[1])
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+    return _impl("top_k_per_row_decode", "fault-seq-lens-2d-read-as-1d", decode)

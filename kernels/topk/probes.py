@@ -9,14 +9,19 @@ TOPK_CHECKS = Probe(
                                   (20, (("top_k", 16), ("context", 30), ("seqs", 2), ("data", "ties"))),
                                   (9, (("top_k", 16), ("context", 40), ("seqs", 2), ("data", "nan"))),
                                   (2, (("top_k", 2048), ("context", 8192), ("seqs", 1),
-                                       ("data", "near-equal")))),
+                                       ("data", "near-equal"))),
+                                  (9, (("top_k", 16), ("context", 40), ("seqs", 2), ("data", "zeros")))),
         "top_k_per_row_decode": ((12, (("top_k", 16), ("context", 60), ("next_n", 2), ("pad", 3))),
                                  (16, (("top_k", 16), ("context", 60), ("next_n", 4), ("clean", False))),
                                  (12, (("top_k", 16), ("context", 60), ("next_n", 4),
                                        ("padded_requests", 2))),
-                                 (3, (("top_k", 2048), ("context", 8192), ("data", "flood")))),
+                                 (3, (("top_k", 2048), ("context", 8192), ("data", "flood"))),
+                                 (8, (("top_k", 16), ("context", 60), ("next_n", 2), ("data", "tiny"))),
+                                 (12, (("top_k", 16), ("context", 60), ("next_n", 4),
+                                       ("seq_lens_2d", True)))),
     })
 """Small cases with row_starts > 0, rows both shorter and longer than k, next_n > 1, graph
-padding, uncleaned tails, NaN inside windows, padded draft rows whose causal end is <= 0, and two
-long rows at k = 2048 (dense near-equal values; a tie flood at the threshold): enough to expose
-every top-k index-contract, slicing, NaN-ranking and on-chip-capacity fault."""
+padding, uncleaned tails, NaN inside windows, padded draft rows whose causal end is <= 0, two
+long rows at k = 2048 (dense near-equal values; a tie flood at the threshold), all-zero rows,
+subnormal rows and 2-D seq_lens: enough to expose every top-k index-contract, slicing,
+NaN-ranking, on-chip-capacity, zero-as-empty, subnormal-flushing and seq_lens-layout fault."""

@@ -19,8 +19,10 @@ context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) 
   meets the same digit in nearly every element), ``near-equal`` (distinct values dense in
   [1.0, 1.245): thousands share the k-th value's leading bits, vLLM #51782), ``flood`` (top_k / 2
   values above a threshold value that every other element equals: > 1024 ties at k = 2048,
-  SGLang #30645), and any of them with ``-nan`` (NaN of every bit pattern and +-inf inside
-  the windows, a row with fewer non-NaN values than top_k: vLLM #49896);
+  SGLang #30645), ``zeros`` (+0.0 and -0.0 only), ``tiny`` (subnormal magnitudes), and any of
+  them with ``-nan`` (NaN of every bit pattern and +-inf inside the windows, a row with fewer
+  non-NaN values than top_k: vLLM #49896); DISTRIBUTIONS below, one entry each;
+- ``seq_lens_2d`` (decode): ``seq_lens`` given as [batch, next_n], each row's own length;
 - ``clean``: -inf outside each window, else the tails hold values *larger* than any in-window
   logit, so a kernel that reads past a window's end selects them and is caught;
 - ``strided``: logits are a column slice of a wider buffer (stride0 > N).
@@ -31,10 +33,15 @@ fresh copy, and cells outside ``indices[:num_rows, :top_k]`` must still hold the
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable
+
 import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
+from harness.core.input_space import (GPU_PROFILES, Cell, InputSpace, at_least, between,
+                                      ends_with, one_of_base)
 from harness.core.specs import Comparison, OpSpec, contract, register_spec
 from kernels.topk.compare import compare_topk, fresh_copy, guard_violations, guarded_buffer
 from kernels.topk.torch import select_into
@@ -47,22 +54,12 @@ def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.
     g = generator(case, 1, dev)
     width = n + (17 if spec.param(case, "strided") else 0)
     data = spec.param(case, "data")
-    base = data.removesuffix("-nan")
-    if base in ("ties", "negative-ties"):
-        bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
-                                          device=dev)
-        buf = bits.view(torch.float32)
-        if base == "negative-ties":
-            buf = -buf
-    elif base == "near-constant":
-        above = torch.rand(rows, width, generator=g, device=dev) < 0.01
-        buf = (0x3F900000 | above.int()).view(torch.float32)
-    elif base == "near-equal":
-        buf = 1.0 + 0.245 * torch.rand(rows, width, generator=g, device=dev)
-    elif base == "flood":
-        buf = _tie_flood(rows, width, spec.param(case, "top_k"), g, dev)
-    else:
-        buf = torch.randn(rows, width, generator=g, device=dev)
+    base = "random" if data == "nan" else data.removesuffix("-nan")
+    make = DISTRIBUTIONS.get(base)
+    if make is None:
+        raise ValueError(f"{case.id}: unknown top-k data {data!r}; choose one of "
+                         f"{', '.join(DISTRIBUTIONS)} (or any of them with -nan)")
+    buf = make.values(rows, width, spec.param(case, "top_k"), g, dev)
     if data.endswith("nan"):
         buf = _sprinkle_nan(buf, g)
     cols = torch.arange(width, device=dev)
@@ -72,7 +69,34 @@ def _logits(spec: OpSpec, case: Case, rows: int, n: int, starts, ends) -> torch.
     return buf[:, :n]
 
 
-def _tie_flood(rows: int, width: int, top_k: int, g: torch.Generator, dev) -> torch.Tensor:
+@dataclasses.dataclass(frozen=True)
+class Distribution:
+    """A way of filling logits rows (``values(rows, width, top_k, generator, device)``), what
+    it is and the bug it stands for: one entry of DISTRIBUTIONS and of the ops' input space."""
+    values: Callable[..., torch.Tensor]
+    what: str
+
+
+def _random(rows, width, top_k, g, dev):
+    return torch.randn(rows, width, generator=g, device=dev)
+
+
+def _ties(rows, width, top_k, g, dev, sign=1.0):
+    bits = 0x3F900000 | torch.randint(0, 1024, (rows, width), generator=g, dtype=torch.int32,
+                                      device=dev)
+    return sign * bits.view(torch.float32)
+
+
+def _near_constant(rows, width, top_k, g, dev):
+    above = torch.rand(rows, width, generator=g, device=dev) < 0.01
+    return (0x3F900000 | above.int()).view(torch.float32)
+
+
+def _near_equal(rows, width, top_k, g, dev):
+    return 1.0 + 0.245 * torch.rand(rows, width, generator=g, device=dev)
+
+
+def _tie_flood(rows, width, top_k, g, dev) -> torch.Tensor:
     """Per row: top_k / 2 distinct values above 0.5, then every other value 0.5 itself (4096+
     of them in rows of 4096+ columns), a few below: the threshold value is flooded with ties,
     far more than any on-chip stash holds (SGLang #30645: > 1024 ties at k = 2048)."""
@@ -81,6 +105,39 @@ def _tie_flood(rows: int, width: int, top_k: int, g: torch.Generator, dev) -> to
     above = order < top_k // 2
     buf = torch.where(above, 1.0 + torch.rand(rows, width, generator=g, device=dev), buf)
     return torch.where(order >= width - 8, -1.0, buf)
+
+
+def _zeros(rows, width, top_k, g, dev):
+    """+0.0 and -0.0 only: every value ties, and a zero is a value, never "empty"."""
+    sign = torch.rand(rows, width, generator=g, device=dev) < 0.5
+    return torch.where(sign, -0.0, 0.0) * torch.ones(rows, width, device=dev)
+
+
+def _tiny(rows, width, top_k, g, dev):
+    """Distinct magnitudes around the fp32 subnormal range (1e-45 .. 1e-37): a kernel that
+    flushes subnormals to zero sees ties where there are none."""
+    return torch.randn(rows, width, generator=g, device=dev) * 1e-39
+
+
+DISTRIBUTIONS: dict[str, Distribution] = {
+    "random": Distribution(_random, "N(0, 1) logits"),
+    "ties": Distribution(_ties, "values sharing their top 22 bits (vLLM's 10LSBits generator): "
+                         "many exact ties"),
+    "negative-ties": Distribution(lambda *a: _ties(*a, sign=-1.0), "the ties negated: their "
+                                  "order keys are the complemented bits"),
+    "near-constant": Distribution(_near_constant, "one value, one in a hundred one step above: "
+                                  "a radix select meets the same digit in nearly every element"),
+    "near-equal": Distribution(_near_equal, "distinct values dense in [1.0, 1.245): thousands "
+                               "share the k-th value's leading bits (vLLM #51782, SGLang #36807)"),
+    "flood": Distribution(_tie_flood, "> 4096 values equal to the k-th at k = 2048 (SGLang "
+                          "#30645: -1 left inside the valid prefix)"),
+    "zeros": Distribution(_zeros, "all-zero rows of +0.0 and -0.0: a zero logit is a value, "
+                          "not an empty slot"),
+    "tiny": Distribution(_tiny, "subnormal and tiny-normal magnitudes: flushing subnormals "
+                         "(FTZ) makes distinct values tie"),
+}
+"""The value distributions of top-k rows, by the ``data`` name a case gives (any of them with
+``-nan`` adds NaN and +-inf inside the windows)."""
 
 
 NAN_PATTERNS = (0x7FC00000, -0x400000, 0x7F800001, -1)
@@ -100,6 +157,35 @@ def _sprinkle_nan(buf: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     out = bits.view(torch.float32)
     out = torch.where((u >= 0.10) & (u < 0.12), float("inf"), out)
     return torch.where((u >= 0.12) & (u < 0.14), float("-inf"), out)
+
+
+INTERPRETED_ROWS = ("the Triton interpreter takes minutes on such rows: the CPU profile runs them "
+                    "through torch paths and user modules, Triton kernels on a GPU")
+
+
+def _value_cells() -> tuple[Cell, ...]:
+    cells = [Cell("values", name, d.what, {"data": one_of_base(name)})
+             for name, d in DISTRIBUTIONS.items()]
+    return tuple(cells) + (Cell("values", "nan", "NaN of every bit pattern and +-inf inside the "
+                                "windows; a row with fewer non-NaN values than top_k (vLLM #49896)",
+                                {"data": ends_with("nan")}),)
+
+
+_ROW_SIZES = (
+    Cell("sizes", "k <= 64", "small top_k: one register tile", {"top_k": between(1, 64)}),
+    Cell("sizes", "k = 512..1024", "production top_k", {"top_k": between(512, 1024)}),
+    Cell("sizes", "k = 2048", "DeepSeek-V3.2's top_k, where the on-chip stashes overflow",
+         {"top_k": 2048}),
+    Cell("sizes", "k > 2048", "top_k past 2048 (vLLM's tests use 3000)", {"top_k": at_least(2049)},
+         profiles=("nightly", "full"), elsewhere="a top_k nobody serves: nightly only"),
+    Cell("sizes", "<= 4096 columns", "rows of at most 4096 logits", {"context": between(1, 4096)}),
+    Cell("sizes", "4097..16384 columns", "past the 4096-candidate on-chip buffer",
+         {"context": between(4097, 16384)}),
+    Cell("sizes", "16385..65536 columns", "past 16384 columns (vLLM #51782 used 16385)",
+         {"context": between(16385, 65536)}),
+    Cell("sizes", "> 65536 columns", "past 65536 columns, up to 300K (131072-token contexts)",
+         {"context": at_least(65537)}),
+)
 
 
 class _TopKSpec(OpSpec):
@@ -170,6 +256,17 @@ class TopKPrefillSpec(_TopKSpec):
                          "stride1", "top_k")
     token_args = ("logits", "row_starts", "row_ends")
     case_params = {**_TopKSpec.case_params, "seqs": 1}
+    input_space = InputSpace(_value_cells() + _ROW_SIZES + (
+        Cell("sizes", "> 2048 rows", "a prefill chunk of thousands of query rows",
+             {"tokens": at_least(2049)}, profiles=GPU_PROFILES,
+             elsewhere="thousands of rows under the CPU interpreter take minutes"),
+        Cell("metadata", "ragged batch", "several sequences: row_starts > 0, each row its own "
+             "window (local offsets, PR 42810)", {"seqs": at_least(2)}),
+        Cell("metadata", "uncleaned tails", "values larger than any in-window logit past each "
+             "window's end (a read past the end selects them)", {"clean": False}),
+        Cell("metadata", "strided logits", "logits a column slice of a wider buffer "
+             "(stride0 > N)", {"strided": True}),
+    ))
 
     def _make_inputs(self, case: Case) -> dict:
         rows = case.tokens
@@ -190,7 +287,25 @@ class TopKDecodeSpec(_TopKSpec):
     signature = contract("logits", "next_n", "seq_lens", "indices", "num_rows", "stride0",
                          "stride1", "top_k")
     token_args = ("logits",)
-    case_params = {**_TopKSpec.case_params, "next_n": 1, "batch": 0, "padded_requests": 0}
+    case_params = {**_TopKSpec.case_params, "next_n": 1, "batch": 0, "padded_requests": 0,
+                   "seq_lens_2d": False}
+    input_space = InputSpace(_value_cells() + _ROW_SIZES + (
+        Cell("sizes", "batch >= 64", "decode batches of 64 to 2048 requests",
+             {"batch": at_least(64)}, profiles=GPU_PROFILES,
+             elsewhere="large batches of long rows under the CPU interpreter take minutes"),
+        Cell("metadata", "next_n > 1", "speculative drafts: each draft row sees one more key",
+             {"next_n": at_least(2)}),
+        Cell("metadata", "graph padding rows", "the indices buffer has rows past num_rows that "
+             "must stay untouched", {"pad": at_least(1)}),
+        Cell("metadata", "causal end <= 0", "padded draft requests with seq_len 1 < next_n: "
+             "all -1 (SGLang #30378)", {"padded_requests": at_least(1)}),
+        Cell("metadata", "2-D seq_lens", "seq_lens as [batch, next_n], each row's own length",
+             {"seq_lens_2d": True}),
+        Cell("metadata", "uncleaned tails", "values larger than any in-window logit past each "
+             "window's end", {"clean": False}),
+        Cell("metadata", "strided logits", "logits a column slice of a wider buffer",
+             {"strided": True}),
+    ))
 
     def rows(self, case: Case) -> int:
         """A decode sweep by requests: ``batch`` x ``next_n`` rows."""
@@ -207,6 +322,8 @@ class TopKDecodeSpec(_TopKSpec):
         if padded:  # graph padding: seq_len 1 < next_n, so a row's causal end is <= 0
             seq_lens[batch - padded:] = 1
         ends = decode_row_ends(seq_lens, next_n, case.tokens).int()
+        if self.param(case, "seq_lens_2d"):  # each row's own length: [batch, next_n]
+            seq_lens = ends.view(batch, next_n).clone()
         logits = _logits(self, case, case.tokens, n, torch.zeros_like(ends), ends)
         return self._make(case, {"logits": logits, "next_n": next_n,
                                  "seq_lens": seq_lens.to(case.device)})
