@@ -283,6 +283,12 @@ def pytest_generate_tests(metafunc):
         raise pytest.UsageError(
             f"{metafunc.definition.nodeid}: sweep axis {', '.join(undeclared)} is no case "
             f"parameter of {', '.join(ops)}; they take {', '.join(AXES + tuple(known))}")
+    empty = sorted(a for a, v in {**grid, **extra}.items() if not v)
+    if empty:
+        metafunc.parametrize("target", [pytest.param(None, marks=pytest.mark.skip(
+            reason=f"not in the {profile.name} profile: its sweep lists no {', '.join(empty)} "
+                   "for it"))])
+        return
     wanted = set(config.getoption("impl") or [])
     params = []
     for op in ops:

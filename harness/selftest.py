@@ -128,8 +128,9 @@ def gpu_only(detector: str) -> bool:
 def not_run_here(detector: str, device: str) -> str | None:
     """Why ``detector`` cannot run on ``device``, or None."""
     if gpu_only(detector) and not str(device).startswith("cuda"):
-        return (f"{detector} runs only on a GPU (its faults are declared needs_gpu: a CUDA-graph "
-                "capture, a 2 GB cache); run the self-test on a CUDA host")
+        return (f"{detector} runs only on a GPU (its seeded faults need one: a CUDA-graph "
+                "capture, or tensors past 2^31 bytes or elements); run the self-test on a CUDA "
+                "host")
     return None
 
 

@@ -145,6 +145,17 @@ def test_decode_near_300k_columns(target, record):
     _check(target, _decode_case(target), record)
 
 
+@pytest.mark.gpu
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch={"nightly": [2048], "full": [2048],
+                                                        "default": []},
+                   next_n=[4], top_k=[2048], context=[300_000])
+def test_decode_past_2_31_logits(target, record):
+    """2048 x 4 rows of 300000 columns: 2.46e9 logits (9.8 GB), the largest decode batch the
+    contract's sizes allow; a kernel whose row offsets are 32-bit reads the wrong rows past
+    2^31 elements. Nightly only (a GPU with the memory to itself)."""
+    _check(target, _decode_case(target), record)
+
+
 SELECT_PATHS = {
     "registers, small tile": {},
     "registers": {"small_tile": 16},

@@ -40,6 +40,8 @@ class Cell:
     when: Mapping[str, Condition] = dataclasses.field(default_factory=dict)
     """Case parameter (or ``tokens``/``hidden``) -> condition; every one must hold. Empty: every
     case of the op (the baseline cell of an axis)."""
+    where: Callable[[Mapping[str, Any]], bool] | None = None
+    """A condition on several values at once (e.g. rows x columns), beside ``when``."""
     profiles: tuple[str, ...] = PROFILES
     """Profiles whose sweep must judge at least one case of this cell."""
     elsewhere: str = ""
@@ -56,7 +58,8 @@ class Cell:
                              "why the others leave it out (elsewhere=...)")
 
     def matches(self, values: Mapping[str, Any]) -> bool:
-        return all(_holds(cond, values.get(name)) for name, cond in self.when.items())
+        return (all(_holds(cond, values.get(name)) for name, cond in self.when.items())
+                and (self.where is None or bool(self.where(values))))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,4 +5,5 @@ from harness.core.ops import TOPK_OPS
 from kernels.topk import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
 
 FAMILY = Family(name="topk", ops=TOPK_OPS, faults=faults.FAULTS,
-                probes={"topk_checks": probes.TOPK_CHECKS})
+                probes={"topk_checks": probes.TOPK_CHECKS,
+                        "topk_past_2_31": probes.TOPK_PAST_2_31})

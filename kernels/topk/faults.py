@@ -191,3 +191,17 @@ def seq_lens_2d_read_as_1d(threshold: int) -> Implementation:
         view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
         ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
     return _impl("top_k_per_row_decode", "fault-seq-lens-2d-read-as-1d", decode)
+
+
+@FAULTS.seed("row_offset_wraps_at_2_31", "top_k_per_row_decode", "32-bit offset overflow",
+             "topk_past_2_31", needs_gpu=True)
+def row_offset_wraps_at_2_31(threshold: int) -> Implementation:
+    """Computes a row's element offset ``row * stride0`` in signed 32-bit arithmetic: past 2^31
+    logits it wraps, and the rows there are selected from the rows the offset lands on."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        rows = torch.arange(int(num_rows), device=logits.device)
+        wrapped = (rows * int(stride0)) % 2 ** 31 // int(stride0)
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))[wrapped]
+        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
+        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+    return _impl("top_k_per_row_decode", "fault-row-offset-wraps-at-2-31", decode)

@@ -25,3 +25,9 @@ padding, uncleaned tails, NaN inside windows, padded draft rows whose causal end
 long rows at k = 2048 (dense near-equal values; a tie flood at the threshold), all-zero rows,
 subnormal rows and 2-D seq_lens: enough to expose every top-k index-contract, slicing,
 NaN-ranking, on-chip-capacity, zero-as-empty, subnormal-flushing and seq_lens-layout fault."""
+
+TOPK_PAST_2_31 = Probe(
+    passes="rows past 2^31 logits select their own top-k",
+    cases={"top_k_per_row_decode": ((8200, (("top_k", 64), ("context", 262_144), ("next_n", 4),
+                                             ("clean", True))),)})
+"""8200 rows of 262144 columns (2.15e9 logits, 8.6 GB): GPU only, like its fault."""

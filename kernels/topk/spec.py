@@ -188,6 +188,11 @@ _ROW_SIZES = (
 )
 
 
+def _past_2_31(values) -> bool:
+    rows = values.get("tokens") or (values.get("batch") or 0) * (values.get("next_n") or 1)
+    return rows * (values.get("context") or 0) > 2 ** 31
+
+
 class _TopKSpec(OpSpec):
     outputs = ("indices",)
     output_dtypes = {"indices": torch.int32}
@@ -293,6 +298,9 @@ class TopKDecodeSpec(_TopKSpec):
         Cell("sizes", "batch >= 64", "decode batches of 64 to 2048 requests",
              {"batch": at_least(64)}, profiles=GPU_PROFILES,
              elsewhere="large batches of long rows under the CPU interpreter take minutes"),
+        Cell("sizes", "rows x columns > 2^31", "a logits tensor of more than 2^31 elements (2048 x "
+             "4 rows of 300000 columns, 9.8 GB): 32-bit row offsets wrap", where=_past_2_31,
+             profiles=("nightly", "full"), elsewhere="a 10 GB logits tensor: the GPU nightly"),
         Cell("metadata", "next_n > 1", "speculative drafts: each draft row sees one more key",
              {"next_n": at_least(2)}),
         Cell("metadata", "graph padding rows", "the indices buffer has rows past num_rows that "
