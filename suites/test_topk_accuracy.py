@@ -103,6 +103,15 @@ def test_decode_two_dimensional_seq_lens(target, record):
     _check(target, _decode_case(target), record)
 
 
+@pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[3], next_n=[1, 2], top_k=[2048],
+                   context=[2048], full_rows=[True], clean=[False])
+def test_decode_rows_as_long_as_the_buffer(target, record):
+    """Every request's length is the logits' whole width, top_k that width: the last draft
+    row's window ends at the last column and every column is selected (a kernel that assumes a
+    padding column past every row drops it)."""
+    _check(target, _decode_case(target), record)
+
+
 @pytest.mark.sweep(ops=["top_k_per_row_decode"], batch=[7], next_n=[2, 4], top_k=SHAPE_K,
                    context=[4096], padded_requests=[3])
 def test_decode_padded_draft_rows_select_nothing(target, record):

@@ -120,6 +120,9 @@ def _bad_calls(inputs):
         ends = inputs["row_ends"].clone()
         ends[0] = inputs["row_starts"][0] - 1
         yield "row_ends < row_starts", {**inputs, "row_ends": ends}
+        past = inputs["row_ends"].clone()
+        past[0] = inputs["logits"].shape[1] + 1
+        yield "beyond", {**inputs, "row_ends": past}
     else:
         yield "next_n", {**inputs, "next_n": 0}
         too_long = inputs["seq_lens"].clone()

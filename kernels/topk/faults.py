@@ -205,3 +205,15 @@ def row_offset_wraps_at_2_31(threshold: int) -> Implementation:
         ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
         ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
     return _impl("top_k_per_row_decode", "fault-row-offset-wraps-at-2-31", decode)
+
+
+@FAULTS.seed("last_column_dropped_at_full_width", "top_k_per_row_decode", "wrong window",
+             "topk_checks")
+def last_column_dropped_at_full_width(threshold: int) -> Implementation:
+    """Clamps every window's end to ``N - 1`` (a kernel that assumes the logits buffer is padded
+    one column wider than any row): right until a row is as long as the buffer."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows)).clamp_max(logits.shape[1] - 1)
+        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+    return _impl("top_k_per_row_decode", "fault-last-column-dropped-at-full-width", decode)

@@ -18,13 +18,15 @@ TOPK_CHECKS = Probe(
                                  (3, (("top_k", 2048), ("context", 8192), ("data", "flood"))),
                                  (8, (("top_k", 16), ("context", 60), ("next_n", 2), ("data", "tiny"))),
                                  (12, (("top_k", 16), ("context", 60), ("next_n", 4),
-                                       ("seq_lens_2d", True)))),
+                                       ("seq_lens_2d", True))),
+                                 (6, (("top_k", 64), ("context", 60), ("next_n", 2),
+                                      ("full_rows", True), ("clean", False)))),
     })
 """Small cases with row_starts > 0, rows both shorter and longer than k, next_n > 1, graph
 padding, uncleaned tails, NaN inside windows, padded draft rows whose causal end is <= 0, two
 long rows at k = 2048 (dense near-equal values; a tie flood at the threshold), all-zero rows,
-subnormal rows and 2-D seq_lens: enough to expose every top-k index-contract, slicing,
-NaN-ranking, on-chip-capacity, zero-as-empty, subnormal-flushing and seq_lens-layout fault."""
+subnormal rows, 2-D seq_lens and rows as long as the buffer: enough to expose every top-k index-contract, slicing,
+NaN-ranking, on-chip-capacity, zero-as-empty, subnormal-flushing, seq_lens-layout and last-column fault."""
 
 TOPK_PAST_2_31 = Probe(
     passes="rows past 2^31 logits select their own top-k",

@@ -23,6 +23,7 @@ context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) 
   them with ``-nan`` (NaN of every bit pattern and +-inf inside the windows, a row with fewer
   non-NaN values than top_k: vLLM #49896); DISTRIBUTIONS below, one entry each;
 - ``seq_lens_2d`` (decode): ``seq_lens`` given as [batch, next_n], each row's own length;
+- ``full_rows`` (decode): every request's length is ``context``, the logits' whole width;
 - ``clean``: -inf outside each window, else the tails hold values *larger* than any in-window
   logit, so a kernel that reads past a window's end selects them and is caught;
 - ``strided``: logits are a column slice of a wider buffer (stride0 > N).
@@ -293,7 +294,7 @@ class TopKDecodeSpec(_TopKSpec):
                          "stride1", "top_k")
     token_args = ("logits",)
     case_params = {**_TopKSpec.case_params, "next_n": 1, "batch": 0, "padded_requests": 0,
-                   "seq_lens_2d": False}
+                   "seq_lens_2d": False, "full_rows": False}
     input_space = InputSpace(_value_cells() + _ROW_SIZES + (
         Cell("sizes", "batch >= 64", "decode batches of 64 to 2048 requests",
              {"batch": at_least(64)}, profiles=GPU_PROFILES,
@@ -309,6 +310,8 @@ class TopKDecodeSpec(_TopKSpec):
              "all -1 (SGLang #30378)", {"padded_requests": at_least(1)}),
         Cell("metadata", "2-D seq_lens", "seq_lens as [batch, next_n], each row's own length",
              {"seq_lens_2d": True}),
+        Cell("metadata", "rows as long as the buffer", "every request at the logits' full width: "
+             "the last draft row's window ends at the last column", {"full_rows": True}),
         Cell("metadata", "uncleaned tails", "values larger than any in-window logit past each "
              "window's end", {"clean": False}),
         Cell("metadata", "strided logits", "logits a column slice of a wider buffer",
@@ -326,6 +329,8 @@ class TopKDecodeSpec(_TopKSpec):
                              f"next_n={next_n}")
         batch, n = case.tokens // next_n, self.param(case, "context")
         seq_lens = decode_seq_lens(batch, next_n, n, generator(case, 3))
+        if self.param(case, "full_rows"):  # the last draft row of each request spans all n
+            seq_lens[:] = n
         padded = min(self.param(case, "padded_requests"), batch)
         if padded:  # graph padding: seq_len 1 < next_n, so a row's causal end is <= 0
             seq_lens[batch - padded:] = 1
