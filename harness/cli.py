@@ -43,8 +43,9 @@ def cmd_run(args) -> int:
         pytest_args += ["--ab", ",".join(args.ab)]
     if args.device:
         pytest_args += ["--device", args.device]
-    if args.workers:
-        pytest_args += ["-n", str(args.workers)]
+    workers = args.workers if args.workers is not None else default_workers(args.pytest_args)
+    if workers is not None:
+        pytest_args += ["-n", str(workers)]
     if getattr(args, "shard", None):
         pytest_args += ["--shard", args.shard]
     code = pytest.main(pytest_args + list(args.pytest_args))
@@ -64,6 +65,28 @@ def cmd_run(args) -> int:
                                  if baseline is not None else ""))
     print(f"verdict: {why}")
     return verdict
+
+
+GIB_PER_WORKER = 3
+"""Host memory a CPU worker is given: the smoke profile's largest cases (top-k rows of 300000
+columns and their float64 reference) stay under 2 GiB a process."""
+
+
+def default_workers(passthrough: list[str]) -> int | None:
+    """pytest-xdist workers for a run that names none: on a CPU machine one per core, capped
+    so each has GIB_PER_WORKER of memory (``-n 0`` opts out); on a GPU host none, as before
+    (``-n auto`` pins one worker to each GPU). None where xdist is switched off."""
+    import os
+
+    from harness.core.device import has_gpu
+
+    if has_gpu() or any(a in ("no:xdist", "-n", "--numprocesses") or a.startswith("-n")
+                        for a in passthrough):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    workers = max(1, min(cores or 1, int(memory // GIB_PER_WORKER)))
+    return workers if workers > 1 else None
 
 
 def _baseline(compare_to: str | None, folder: pathlib.Path, profile: str):
@@ -221,7 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ab", nargs=2, metavar=("A", "B"),
                      help="A/B mode: compare implementation B with A across the sweep")
     run.add_argument("--device", choices=["cuda", "cpu"])
-    run.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. auto)")
+    run.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. auto; 0: one process). "
+                     "Default: one per core on a CPU machine (capped by memory), none on a GPU "
+                     "host")
     run.add_argument("--shard", metavar="I/N", help="run shard I of N of the profile (one job of "
                      "a CI matrix or Slurm array); merge with `harness report DIR...`")
     run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")

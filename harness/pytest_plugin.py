@@ -157,6 +157,17 @@ def pytest_configure(config):
             f"{', '.join(sorted(known))}); load it with --impl-module or fix the name")
 
 
+def _say_notices(config) -> None:
+    """What the vendor adapters found about this machine's packages, once, by the controller."""
+    from harness.adapters.base import NOTICES
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or _xdist_worker(config) is not None:
+        return
+    for line in NOTICES:
+        reporter.write_line(f"note: {line}")
+
+
 def _values(profile: Profile, axis: str, spec) -> tuple:
     """``"profile"``: the profile's own axis; ``"smallest"``: its smallest value;
     ``"dispatch"``: the profile's dispatch_tokens; a dict: values per profile name (key
@@ -345,6 +356,9 @@ def record(request):
 
     def extend(rows):
         rows = [{**row, "test": test} for row in rows]
+        for group in _failure_groups(rows):
+            if ("failure_group", group) not in request.node.user_properties:
+                request.node.user_properties.append(("failure_group", group))
         for impl in sorted({str(r["impl"]) for r in rows if r.get("impl")} - counted):
             # Rows of an implementation count as that implementation having run (a suite that
             # runs vLLM's own code, not through a sweep target, still counts for --impl vllm).
@@ -352,6 +366,16 @@ def record(request):
             counted.add(impl)
         SESSION.extend(rows)
     return extend
+
+
+def _failure_groups(rows) -> list[str]:
+    """The cause groups of the failing rows (report_tables.failure_groups' key), carried into
+    JUnit as ``failure_group`` properties so a CI page can group failures too."""
+    from harness.report_tables import SEEDED_FAULT_PREFIX, failure_kind
+
+    return sorted({f"{r.get('impl')} / {r.get('op')} / {str(r.get('output')).split('/')[0]}: "
+                   f"{failure_kind(r)}" for r in rows if r.get("verdict") == "fail"
+                   and not str(r.get("impl", "")).startswith(SEEDED_FAULT_PREFIX)})
 
 
 def _xdist_worker(config) -> str | None:
@@ -368,6 +392,7 @@ def _report_dir(config) -> pathlib.Path | None:
 
 def pytest_sessionstart(session):
     session.config._harness_started = datetime.datetime.now()
+    _say_notices(session.config)
 
 
 def pytest_sessionfinish(session, exitstatus):

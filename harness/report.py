@@ -101,7 +101,7 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
                if not wanted or key[1] in wanted}
     if not df.empty:
         lines += report_tables.self_check(df)
-        lines += report_tables.failures(df, profile, modules)
+        lines += report_tables.failures(df, profile, modules, folder / "cases")
     shown = df[df["impl"].isin(wanted)] if wanted and not df.empty else df
     lines += report_tables.matrix(shown, missing) if not shown.empty or missing else []
     deviations = _known_deviations(df) if not df.empty else []
@@ -133,7 +133,7 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         "started": meta.get("started", ""),
         "self_check": self_check[0].replace("**", "") if self_check else "",
         "impls": impls, "ops": ops, "cells": cells,
-        "failures": report_tables.failure_rows(df, profile, modules),
+        "failure_groups": report_tables.failure_groups(df, profile, modules, folder / "cases"),
         "coverage": cov, "coverage_gaps": coverage.gaps(cov),
         "lists": [("Known deviations (third-party, documented; not failures)",
                    [line[2:] for line in deviations if line.startswith("- ")]),

