@@ -16,6 +16,16 @@ def _impl(op, name, fn) -> Implementation:
     return Implementation(op=op, name=name, fn=fn, source=__name__)
 
 
+def _rows(logits, num_rows, stride0, stride1) -> torch.Tensor:
+    """The ``num_rows`` logits rows as the call's strides lay them out."""
+    return logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+
+
+def _select_from_zero(view, ends, indices, top_k) -> None:
+    """Each row's top-k of its columns ``[0, ends[r])`` into ``indices``, as the reference does."""
+    ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+
+
 @FAULTS.seed("global_offsets", "top_k_per_row_prefill", "index contract", "topk_checks")
 def global_offsets(threshold: int) -> Implementation:
     """Returns global column numbers instead of offsets from row_starts."""
@@ -61,7 +71,7 @@ def decode_window_off_by_one(threshold: int) -> Implementation:
         j = torch.arange(num_rows, device=ends.device) % int(next_n)
         ends = torch.minimum(ends + (j > 0).long(), torch.tensor(logits.shape[1]))
         view = logits.as_strided((num_rows, logits.shape[1]), (stride0, stride1))
-        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+        _select_from_zero(view, ends, indices, top_k)
     return _impl("top_k_per_row_decode", "fault-decode-window-off-by-one", decode)
 
 
@@ -70,7 +80,7 @@ def nan_ranks_highest(threshold: int) -> Implementation:
     """Orders by the raw sortable bits, where a positive NaN sorts above +inf: NaN logits (a NaN
     in q or k upstream) are selected first (vLLM #49896, before PR #50201)."""
     def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        view = _rows(logits, num_rows, stride0, stride1)
         ranked = torch.where(torch.isnan(view), float("inf"), view)
         ref.select_into(ranked, row_starts[:num_rows], row_ends[:num_rows], indices, int(top_k))
     return _impl("top_k_per_row_prefill", "fault-nan-ranks-highest", prefill)
@@ -92,7 +102,7 @@ def threshold_bin_stash_overflow(threshold: int) -> Implementation:
     top 12 key bits) and silently drops the rest (vLLM #51782, SGLang #36807): random rows never
     fill the stash; dense near-equal rows lose candidates and select smaller values."""
     def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        view = _rows(logits, num_rows, stride0, stride1)
         ref.top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0,
                                   stride1, top_k)
         for r in range(int(num_rows)):
@@ -119,7 +129,7 @@ def tie_flood_leaves_minus_one(threshold: int) -> Implementation:
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
         ref.top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
                                  top_k)
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        view = _rows(logits, num_rows, stride0, stride1)
         for r in range(int(num_rows)):
             row = indices[r, :top_k]
             valid = row >= 0
@@ -144,8 +154,8 @@ def padded_row_end_read_unsigned(threshold: int) -> Implementation:
         j = torch.arange(int(num_rows), device=seq_lens.device) % int(next_n)
         ends = seq_lens.long().repeat_interleave(int(next_n))[:int(num_rows)] - int(next_n) + j + 1
         ends = torch.where(ends <= 0, logits.shape[1], ends).clamp_max(logits.shape[1])
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
-        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+        view = _rows(logits, num_rows, stride0, stride1)
+        _select_from_zero(view, ends, indices, top_k)
     return _impl("top_k_per_row_decode", "fault-padded-row-end-read-unsigned", decode)
 
 
@@ -157,7 +167,7 @@ def zero_logit_read_as_empty(threshold: int) -> Implementation:
     def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
         ref.top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0,
                                   stride1, top_k)
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        view = _rows(logits, num_rows, stride0, stride1)
         block = indices[:num_rows, :top_k]
         cols = (block.long() + row_starts[:num_rows, None].long()).clamp(0, view.shape[1] - 1)
         picked = view.gather(1, cols)
@@ -171,11 +181,11 @@ def flushes_subnormals(threshold: int) -> Implementation:
     """Ranks by values with subnormals flushed to zero (FTZ arithmetic on the order keys): distinct
     tiny logits tie at 0, and the kernel picks among them arbitrarily."""
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
+        view = _rows(logits, num_rows, stride0, stride1)
         subnormal = view.abs() < torch.finfo(torch.float32).tiny
         flushed = torch.where(subnormal, 0.0, view)
         ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
-        ref.select_into(flushed, torch.zeros_like(ends), ends, indices, int(top_k))
+        _select_from_zero(flushed, ends, indices, top_k)
     return _impl("top_k_per_row_decode", "fault-flushes-subnormals", decode)
 
 
@@ -188,8 +198,8 @@ def seq_lens_2d_read_as_1d(threshold: int) -> Implementation:
         batch = -(-int(num_rows) // int(next_n))
         lens = seq_lens.reshape(-1)[:batch].contiguous()
         ends = decode_row_ends(lens, int(next_n), int(num_rows)).clamp_max(logits.shape[1])
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
-        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+        view = _rows(logits, num_rows, stride0, stride1)
+        _select_from_zero(view, ends, indices, top_k)
     return _impl("top_k_per_row_decode", "fault-seq-lens-2d-read-as-1d", decode)
 
 
@@ -201,9 +211,9 @@ def row_offset_wraps_at_2_31(threshold: int) -> Implementation:
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
         rows = torch.arange(int(num_rows), device=logits.device)
         wrapped = (rows * int(stride0)) % 2 ** 31 // int(stride0)
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))[wrapped]
+        view = _rows(logits, num_rows, stride0, stride1)[wrapped]
         ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
-        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+        _select_from_zero(view, ends, indices, top_k)
     return _impl("top_k_per_row_decode", "fault-row-offset-wraps-at-2-31", decode)
 
 
@@ -214,6 +224,6 @@ def last_column_dropped_at_full_width(threshold: int) -> Implementation:
     one column wider than any row): right until a row is as long as the buffer."""
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
         ends = decode_row_ends(seq_lens, int(next_n), int(num_rows)).clamp_max(logits.shape[1] - 1)
-        view = logits.as_strided((int(num_rows), logits.shape[1]), (stride0, stride1))
-        ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
+        view = _rows(logits, num_rows, stride0, stride1)
+        _select_from_zero(view, ends, indices, top_k)
     return _impl("top_k_per_row_decode", "fault-last-column-dropped-at-full-width", decode)
