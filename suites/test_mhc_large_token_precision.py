@@ -3,6 +3,7 @@ ROCm AITER mHC kernel that vLLM PR 42810 disabled)."""
 
 import pytest
 
+from harness.core.device import triton_interpreted
 from harness.detectors import precision_growth
 from harness.core.ops import MHC_OPS
 
@@ -11,6 +12,11 @@ OPS = MHC_OPS
 
 @pytest.mark.sweep("hidden")
 def test_error_does_not_grow_with_tokens(target, record):
+    smallest = min(target.profile.hidden)
+    if target.impl.triton and triton_interpreted() and target.case.hidden != smallest:
+        pytest.skip(f"{target.impl.name} launches Triton kernels, which the CPU interprets in "
+                    f"numpy's fp32 (a minute a hidden size): growth with T is judged here at "
+                    f"H={smallest}, and at the production sizes on a GPU (--profile ci/nightly)")
     cases = [target.case.with_tokens(t) for t in target.profile.tokens]
     finding = precision_growth.check(target.spec, target.impl, cases,
                                      target.profile.baseline_max_tokens)
