@@ -3,7 +3,7 @@
 An output passes where ``|out - ref| <= atol + rtol * |ref|`` elementwise, against a float64
 reference. Each spec keeps its own table (``OpSpec.tolerances``, e.g. ``kernels/mhc/tolerances.py``),
 each number with the reason it is what it is, and may tighten it per declared accumulation class
-(``OpSpec.accumulation_tolerances``). Tolerances are never widened to make a kernel pass: a
+(``ToleranceTable.by_accumulation``). Tolerances are never widened to make a kernel pass: a
 kernel outside them is reported. Growth of error with token count is judged separately by the
 large-token precision detector, against the noise floors here or the spec's own.
 """
