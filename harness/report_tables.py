@@ -135,11 +135,11 @@ FAILURE_KINDS = (
 
 
 def failure_kind(row) -> str:
-    """The kind of a failed comparison: the check, then what went wrong, from its detail."""
+    """What went wrong in a failed comparison, from its detail, whichever check saw it (one
+    wrong kernel fails the accuracy suite, the dispatch thresholds and the detectors alike)."""
     detail, output = str(row.get("detail", "") or ""), str(row.get("output", ""))
-    kind = next((k for needle, k in FAILURE_KINDS if needle in detail),
+    return next((k for needle, k in FAILURE_KINDS if needle in detail),
                 "exception or contract violation" if output == "*" else "other")
-    return f"{row.get('check', '?')}: {kind}"
 
 
 def failure_groups(df: pd.DataFrame, profile: str, impl_modules: list[str],
@@ -161,6 +161,7 @@ def failure_groups(df: pd.DataFrame, profile: str, impl_modules: list[str],
         tokens = [int(f["tokens"]) for f in failures if pd.notna(f.get("tokens"))]
         worst = failures[0]
         out.append({**group, "cases": len({f["case"] for f in failures}),
+                    "checks": sorted({str(f["check"]) for f in failures}),
                     "tokens": (min(tokens), max(tokens)) if tokens else None, "worst": worst,
                     "replay": _replay(worst, impl_modules, cases_dir)})
     return out
@@ -193,7 +194,8 @@ def failures(df: pd.DataFrame, profile: str, impl_modules: list[str], cases_dir=
                 g["tokens"][0] != g["tokens"][1] else f", T {g['tokens'][0]}" if g["tokens"] else "")
         worst = g["worst"]
         lines.append(f"- **{g['op']} / {g['impl']}**, output `{g['output']}`, {g['kind']}: "
-                     f"{g['cases']} case(s){span}. Worst: `{worst['case']}`: {worst['detail']}")
+                     f"{g['cases']} case(s){span}, seen by {', '.join(g['checks'])}. Worst: "
+                     f"`{worst['case']}` ({worst['check']}): {worst['detail']}")
         if worst["command"]:
             lines.append(f"  - reproduce: `{worst['command']}`")
         if g["replay"]:

@@ -49,7 +49,7 @@ def test_impl_module_verdict(tmp_path, source, verdict):
             "harness replay report/", f"harness replay {tmp_path}/report/"), summary
         junit = (tmp_path / "report" / "junit.xml").read_text()
         assert "harness replay" in junit
-        assert re.search(r'name="failure_group" value="ext / mhc_post / out: accuracy: ', junit), \
+        assert re.search(r'name="failure_group" value="ext / mhc_post / out: beyond tolerance', junit), \
             "JUnit does not carry the failure's cause group"
 
 

@@ -39,9 +39,9 @@ def test_one_wrong_einsum_is_one_group_with_its_range_and_worst_case(tmp_path):
     assert "## Failures (32 in 2 group(s) by cause; worst first)" in summary, summary
     groups = re.findall(r"^- \*\*(.+?)\*\*, output `(.+?)`, (.+?): (\d+) case\(s\)"
                         r"(, T \d+(?:\.\.\d+)?)?", summary, re.M)
-    assert groups == [("hc_head / mine", "out", "accuracy: NaN", "2", ", T 7..33"),
-                      ("mhc_post / mine", "out", "accuracy: beyond tolerance", "30", ", T 1..257")]
-    assert "Worst: `mhc_post-T257-H64-s29`" in summary, "the worst case (largest share) leads"
+    assert groups == [("hc_head / mine", "out", "NaN", "2", ", T 7..33"),
+                      ("mhc_post / mine", "out", "beyond tolerance", "30", ", T 1..257")]
+    assert "Worst: `mhc_post-T257-H64-s29` (accuracy)" in summary, "the worst case leads"
     assert summary.count("  - also ") == 5 + 1 and "24 more in results*.csv" in summary
     assert "reproduce: `python3 -m pytest" in summary and f"--impl-module {tmp_path}/mine.py" in summary
     html = (tmp_path / "report.html").read_text()
@@ -51,8 +51,22 @@ def test_one_wrong_einsum_is_one_group_with_its_range_and_worst_case(tmp_path):
 
 def test_failure_kinds_name_what_went_wrong():
     assert failure_kind({"check": "accuracy", "output": "*", "detail": "got float32"}) == \
-        "accuracy: exception or contract violation"
+        "exception or contract violation"
     assert failure_kind({"check": "determinism", "output": "out",
-                         "detail": "nondeterministic: run 2 differs"}) == "determinism: nondeterministic"
+                         "detail": "nondeterministic: run 2 differs"}) == "nondeterministic"
     assert failure_kind({"check": "accuracy", "output": "logits",
-                         "detail": "-inf pattern differs at 3 cells"}) == "accuracy: wrong -inf mask"
+                         "detail": "-inf pattern differs at 3 cells"}) == "wrong -inf mask"
+
+
+def test_one_bug_seen_by_several_checks_is_one_group(tmp_path):
+    """The same wrong mhc_post fails the accuracy suite and the dispatch-threshold detector: one
+    group, naming both checks."""
+    from harness.report_tables import failure_groups
+
+    log = ResultLog()
+    for check in ("accuracy", "dispatch_thresholds"):
+        log.add(op="mhc_post", impl="mine", case=f"mhc_post-T7-H64-{check}", tokens=7, hidden=64,
+                check=check, output="out", verdict="fail", tol_used=9.0,
+                detail="9 elements beyond atol=0.0001")
+    groups = failure_groups(log.frame(), "smoke", [])
+    assert len(groups) == 1 and groups[0]["checks"] == ["accuracy", "dispatch_thresholds"]
