@@ -8,15 +8,17 @@ import inspect
 
 import pytest
 
-from harness import families
+from harness import adapters, families
 from harness.core import registry
 from harness.adapters.vllm import ENTRY_NAMES, MHC_BACKENDS, MHC_MODULE
 from harness.core.device import has_gpu
 from harness.core.ops import MHC_OPS
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason="vLLM is not installed: bash scripts/install.sh puts the "
-                                       "pinned release in")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None
+                                or "vllm" not in adapters.selected(),
+                                reason="vLLM is not installed (bash scripts/install.sh puts the "
+                                       "pinned release in), or HARNESS_ADAPTERS leaves its "
+                                       "adapter out")
 pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton", "vllm-tilelang",
                                                      "vllm-cpu", "vllm-aiter")]
 

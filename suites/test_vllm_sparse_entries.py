@@ -10,16 +10,18 @@ import importlib.util
 
 import pytest
 
-from harness import families
+from harness import adapters, families
 from harness.core import registry
 from harness.adapters.vllm_sparse import SPARSE_ENTRIES, SPARSE_MODULE, UNSUPPORTED
 from harness.evaluate import evaluate
 from harness.core.cases import Case
 from harness.core.specs import get_spec
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason="vLLM is not installed: bash scripts/install.sh puts the "
-                                       "pinned release in")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None
+                                or "vllm" not in adapters.selected(),
+                                reason="vLLM is not installed (bash scripts/install.sh puts the "
+                                       "pinned release in), or HARNESS_ADAPTERS leaves its "
+                                       "adapter out")
 pytestmark = [pytestmark, pytest.mark.implementation("vllm-torch", "vllm-triton")]
 
 BOUND = [(impl, op) for impl, ops in SPARSE_ENTRIES.items() for op in ops]
