@@ -200,8 +200,9 @@ def cmd_coverage(args) -> int:
               "cases; 'judged' = would run here)\n")
         print("\n".join(coverage.markdown(table, profile)[4:]))
         missing += [f"{profile}: {gap}" for gap in coverage.gaps(table)]
-    if missing:
-        print("declared cells no sweep reaches: " + "; ".join(missing))
+    profiles = ", ".join(args.profile or ["smoke", "ci", "nightly"])
+    print(f"coverage: {len(missing)} declared cell(s) no sweep reaches: " + "; ".join(missing)
+          if missing else f"coverage: every declared cell of {profiles} is reached by a sweep")
     return EXIT_BAD if missing else EXIT_GOOD
 
 
