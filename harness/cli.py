@@ -3,6 +3,7 @@
 ``harness run`` picks the device (CUDA/ROCm, or CPU with the Triton interpreter) and the matching
 profile, runs the kernel suites through pytest and writes a report folder.
 ``harness selftest`` runs the detectors against the seeded faults and the shipped kernels.
+``harness fuzz`` draws cases from each op's input space and shrinks what fails to a minimal case.
 ``harness speed`` puts the benchmarks' ``--json`` runs side by side over time (no verdict).
 
 Exit codes follow ``git bisect run``: 0 good, 1 bad (a comparison failed), 125 could not test.
@@ -61,10 +62,46 @@ def cmd_run(args) -> int:
             baseline = None
         write_summary(folder, profile=profile, pytest_exit=code)
     verdict, why = run_verdict(int(code), read_meta(folder), regressions)
+    minutes = fuzz_minutes(profile, args)
+    if minutes and verdict != EXIT_UNTESTABLE:
+        verdict, why = _fuzz_after_sweep(folder, minutes, args, verdict, why)
+        write_summary(folder, profile=profile, pytest_exit=code)
     print(f"report: {folder}" + (f" (trend against {baseline}: {regressions} worse)"
                                  if baseline is not None else ""))
     print(f"verdict: {why}")
     return verdict
+
+
+FUZZ_MINUTES = {"nightly": 10.0, "full": 30.0}
+"""The fuzz budget after the sweep, by profile (``--fuzz MINUTES`` or HARNESS_FUZZ_MINUTES
+overrides; 0 turns it off): the grid runs first, then the search for what it does not hold."""
+
+
+def fuzz_minutes(profile: str, args) -> float:
+    import os
+
+    given = getattr(args, "fuzz", None)
+    if given is None:
+        given = os.environ.get("HARNESS_FUZZ_MINUTES")
+    return float(given) if given not in (None, "") else FUZZ_MINUTES.get(profile, 0.0)
+
+
+def _fuzz_after_sweep(folder: pathlib.Path, minutes: float, args, verdict: int,
+                      why: str) -> tuple[int, str]:
+    """The fuzzer over the sweep's ops and implementations, into ``folder/fuzz``; a failure it
+    finds makes the run bad, as a sweep failure does."""
+    from harness.core.specs import all_specs
+    from harness.fuzz.cli import fuzz
+
+    ops = [o for o in (args.ops or []) if o in all_specs()] or None
+    print(f"fuzz: {minutes:g} min over the sweep's implementations (harness fuzz; --fuzz 0 skips)")
+    code, fuzz_why = fuzz(folder / "fuzz", ops=ops, impls=args.impl,
+                          impl_modules=args.impl_module, minutes=minutes, device=args.device,
+                          database=str(folder.parent / ".hypothesis"), echo=False)
+    print(f"fuzz: {fuzz_why} ({folder / 'fuzz' / 'fuzz.md'})")
+    if code == EXIT_BAD:
+        return EXIT_BAD, (why + "; " if verdict == EXIT_BAD else "") + f"fuzzing: {fuzz_why}"
+    return verdict, why
 
 
 GIB_PER_WORKER = 3
@@ -159,7 +196,7 @@ def cmd_bisect(args) -> int:
         run_args = argparse.Namespace(
             profile=args.profile, ops=args.ops, impl=args.impl, require=[],
             impl_module=args.impl_module,
-            device=None, workers=None, output=tmp, compare_to="none", ab=None,
+            device=None, workers=None, output=tmp, compare_to="none", ab=None, fuzz=0,
             pytest_args=["-x", "-q"] + list(args.pytest_args))
         code = cmd_run(run_args)
     print({EXIT_GOOD: "bisect verdict: good", EXIT_BAD: "bisect verdict: bad"}.get(
@@ -251,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", metavar="I/N", help="run shard I of N of the profile (one job of "
                      "a CI matrix or Slurm array); merge with `harness report DIR...`")
     run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")
+    run.add_argument("--fuzz", type=float, metavar="MINUTES", help="fuzz for MINUTES after the "
+                     "sweep (default: 10 for nightly, 30 for full, else none; 0 turns it off)")
     run.add_argument("--compare-to", help="earlier run folder for the trend, 'auto' (newest "
                      "run of the same profile; default for nightly) or 'none'")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
@@ -298,7 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--hidden", type=int)
     st.set_defaults(func=cmd_selftest)
     from harness.e2e.cli import add_parsers
+    from harness.fuzz.cli import add_parser as add_fuzz
 
+    add_fuzz(sub)
     add_parsers(sub)
     return ap
 

@@ -18,6 +18,7 @@ import torch
 
 from harness import casefile, families
 from harness.core.metrics import differing_bytes
+from harness.detectors import PER_CASE, per_case_check
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 ENV_KEYS = ("gpu", "device", "torch", "triton", "vllm", "vllm_commit", "git_commit")
@@ -100,6 +101,8 @@ def replay_one(path: pathlib.Path, impl_name: str | None, device: str) -> Replay
         return Replay(path, EXIT_UNTESTABLE, f"could not replay: {op}/{name} cannot run here "
                       f"({why}); pass --impl NAME or --impl-module PATH")
     case = casefile.case_of(data, device)
+    if data.get("check") in PER_CASE:
+        return _replay_detector(path, data, spec, record, case)
     inputs = casefile.to_device(data["inputs"], device)
     reference = casefile.to_device(data["reference"], device)
     runs = int(data.get("runs", 1))
@@ -115,6 +118,19 @@ def replay_one(path: pathlib.Path, impl_name: str | None, device: str) -> Replay
         return Replay(path, EXIT_GOOD, f"PASS (fixed): {title}", details)
     return Replay(path, EXIT_BAD, f"FAIL ({_kind_of_failure(spec, ev, data)}): {title}: "
                   f"{ev.failures()}", details)
+
+
+def _replay_detector(path: pathlib.Path, data: dict, spec, record, case) -> Replay:
+    """A case a per-case detector flagged (batch invariance, CUDA-graph replays, ...): the
+    detector runs again on the case, whose inputs regenerate from its seed."""
+    check = data["check"]
+    finding = per_case_check(check)(spec, record, case)
+    title = f"{data['op']}/{record.name} on {case.id} [{check}]"
+    details = [f"saved by {data['impl']} ({_failures(data['rows'])})"]
+    if finding.passed:
+        return Replay(path, EXIT_GOOD, f"PASS (fixed): {title}", details)
+    return Replay(path, EXIT_BAD, f"FAIL ({check} flags it again): {title}: {finding.message}",
+                  details)
 
 
 def main(paths: list[str], impl: str | None, impl_modules: list[str], device: str | None) -> int:

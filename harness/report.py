@@ -89,11 +89,32 @@ def load_results(folder: pathlib.Path) -> pd.DataFrame:
     return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
 
 
+def fuzz_section(folder: pathlib.Path) -> list[str]:
+    """The fuzzing after the sweep (``fuzz/fuzz.json``): its verdict and each shrunk failure."""
+    path = folder / "fuzz" / "fuzz.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    head = {0: "PASS", 1: "FAIL"}.get(data.get("verdict"), "COULD NOT TEST")
+    lines = ["## Fuzzing after the sweep", "",
+             f"{head}: {data.get('why', '')} (budget {data.get('minutes')} min, seed "
+             f"{data.get('seed')}; fuzz/fuzz.md)", ""]
+    for f in data.get("failures", []):
+        lines.append(f"- **{f['op']} / {f['impl']}**, `{f['output']}`, {f['kind']}: {f['minimal']}")
+        if f.get("replay"):
+            lines.append(f"  - replay: `{f['replay']}`")
+    return lines + [""]
+
+
 def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathlib.Path:
     """``summary.md`` and ``report.html``: the same findings, for a terminal and a browser."""
     df = load_results(folder)
     meta = read_meta(folder)
     code, why = run_verdict(int(pytest_exit), meta)
+    fuzzed = folder / "fuzz" / "fuzz.json"
+    if code != 125 and fuzzed.exists() and json.loads(fuzzed.read_text()).get("verdict") == 1:
+        code, why = 1, (why + "; " if code == 1 else "") + "fuzzing: " + json.loads(
+            fuzzed.read_text()).get("why", "")
     verdict = {0: "PASS", 1: "FAIL"}.get(code, "COULD NOT TEST")
     lines = [f"# Verdict: {verdict} (profile `{profile}`)", "", why, ""]
     modules, wanted = _run_option(folder, "--impl-module"), set(_run_option(folder, "--impl"))
@@ -116,6 +137,7 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
             grouped.setdefault((name, reason), []).append(op)
         not_run = [f"{name} ({', '.join(ops)}): {reason}" for (name, reason), ops in grouped.items()]
         lines += ["## Not run here", ""] + [f"- {line}" for line in not_run] + [""]
+    lines += fuzz_section(folder)
     lines += where_time_went(folder)
     env = meta.get("environment") or environment()
     lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in env.items()]

@@ -129,6 +129,7 @@ FAILURE_KINDS = (
     ("wrote past the end", "write past the end"), ("wrote into its inputs", "clobbered inputs"),
     ("cells outside", "write outside its rows"), ("bytes differ", "not bit-exact"),
     ("not the top-k", "wrong top-k"), ("wrong number of valid", "wrong top-k"),
+    ("repeated offset", "wrong top-k"),
     ("beyond", "beyond tolerance"), ("unwritten", "unwritten output"),
 )
 """(text in a failure's detail, the kind of failure it is), first match wins."""

@@ -16,7 +16,8 @@ import torch
 from harness.core import deferred, metrics
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
-from harness.core.input_space import InputSpace
+from harness.core.fuzz_space import FuzzSpace
+from harness.core.input_space import CASE_FIELDS, InputSpace
 from harness.core.ops import check_op
 from harness.core.registry import Implementation, ensure_loaded
 from harness.core.tolerances import Tolerance, ToleranceTable
@@ -65,6 +66,8 @@ class OpSpec:
     input_space: InputSpace = InputSpace()
     """The value distributions, sizes and metadata this op is judged on, as named cells
     (harness.core.input_space); the report's coverage table counts the judged cases of each."""
+    fuzz_space: FuzzSpace | None = None
+    """What ``harness fuzz`` may draw for this op (harness.core.fuzz_space); None: not fuzzed."""
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
         """The inputs of ``case``, by argument name."""
@@ -264,6 +267,11 @@ _SPECS: dict[str, OpSpec] = {}
 def register_spec(spec: OpSpec) -> OpSpec:
     check_op(spec.op)
     spec.input_space.check_against(spec.op, spec.case_params)
+    if spec.fuzz_space is not None:
+        unknown = sorted(set(spec.fuzz_space.domains) - set(spec.case_params) - set(CASE_FIELDS))
+        if unknown:
+            raise ValueError(f"{spec.op}: fuzz space draws {', '.join(unknown)}, which no case of "
+                             f"{spec.op} carries")
     _SPECS[spec.op] = spec
     return spec
 

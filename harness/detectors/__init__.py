@@ -7,7 +7,23 @@ broken implementation to show it fires.
 
 from __future__ import annotations
 
+import importlib
+from typing import Callable
+
 import torch
+
+PER_CASE = {
+    "batch_invariance": "harness.detectors.batch_invariance",
+    "poisoned_outputs": "harness.detectors.poison",
+    "config_invariance": "harness.detectors.config_invariance",
+    "cuda_graph": "harness.detectors.cuda_graph",
+}
+"""Detectors that judge one case, ``check(spec, impl, case) -> Finding``, by name: what the
+fuzzer runs beside the evaluation and what replays a case one of them saved."""
+
+
+def per_case_check(name: str) -> Callable:
+    return importlib.import_module(PER_CASE[name]).check
 
 
 def outputs_agree(spec, a: dict, b: dict, bitwise: bool) -> list[str]:

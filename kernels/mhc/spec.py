@@ -14,6 +14,7 @@ import math
 import torch
 
 from harness.core.cases import Case, generator
+from harness.core.fuzz_space import Choice, FuzzSpace, Sizes
 from harness.core.input_space import GPU_PROFILES, Cell, InputSpace, at_least, between
 from harness.core.specs import OpSpec, contract, register_spec
 from kernels.mhc import tolerances as mhc_tolerances
@@ -116,6 +117,13 @@ INPUT_SPACE = InputSpace(tuple(
 ))
 """The cells every mHC op is judged on."""
 
+FUZZ_SPACE = FuzzSpace({
+    "tokens": Sizes(1, 65536, edges=(1, 2, 127, 128, 129, 1023, 1025, 4095, 4097, 8193, 32768)),
+    "hidden": Sizes(1, 8192, edges=(64, 127, 128, 129, 200, 2048, 2049, 4096, 7168)),
+    "data": Choice(tuple(DISTRIBUTIONS)),
+}, shrink_to_fit=("tokens", "hidden"))
+"""What the fuzzer draws for every mHC op: any T and H, any stream distribution."""
+
 
 def pre_params(case: Case, m: int, salt: int = 10) -> dict:
     k, n_mix = m * case.hidden, m * (m + 2)
@@ -145,6 +153,7 @@ class MhcPreSpec(OpSpec):
     tolerances = mhc_tolerances.for_op("mhc_pre")
     case_params = CASE_PARAMS
     input_space = INPUT_SPACE
+    fuzz_space = FUZZ_SPACE
     outputs = ("post_mix", "comb_mix", "layer_input")
     output_dtypes = {"post_mix": torch.float32, "comb_mix": torch.float32,
                      "layer_input": torch.bfloat16}
@@ -166,6 +175,7 @@ class MhcPostSpec(OpSpec):
     tolerances = mhc_tolerances.for_op("mhc_post")
     case_params = CASE_PARAMS
     input_space = INPUT_SPACE
+    fuzz_space = FUZZ_SPACE
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
     guard_inputs = True
@@ -186,6 +196,7 @@ class MhcFusedPostPreSpec(OpSpec):
     tolerances = mhc_tolerances.for_op("mhc_fused_post_pre")
     case_params = CASE_PARAMS
     input_space = INPUT_SPACE
+    fuzz_space = FUZZ_SPACE
     outputs = ("new_residual", "post_mix", "comb_mix", "layer_input")
     output_dtypes = {"new_residual": torch.bfloat16, **MhcPreSpec.output_dtypes}
     guard_inputs = True
@@ -231,6 +242,7 @@ class HcHeadSpec(OpSpec):
     tolerances = mhc_tolerances.for_op("hc_head")
     case_params = CASE_PARAMS
     input_space = INPUT_SPACE
+    fuzz_space = FUZZ_SPACE
     outputs = ("out",)
     output_dtypes = {"out": torch.bfloat16}
     guard_inputs = True

@@ -34,6 +34,7 @@ import torch
 from harness.core.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
 from harness.core.errors import ContractViolation
+from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, flag
 from harness.core.input_space import GPU_PROFILES, Cell, InputSpace, at_least, between
 from harness.core.specs import Comparison, OpSpec, contract, register_spec
 from kernels.sparse_indexer import torch as ref
@@ -271,6 +272,21 @@ def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, dim
             "mismatch_frac": (over + mask_bad) / max(out.numel(), 1), "detail": "; ".join(problems)}
 
 
+FUZZ_TOKENS = Sizes(1, 65536, edges=(1, 2, 3, 4, 5, 63, 64, 65, 127, 129, 4097))
+FUZZ_DATA = Choice(tuple(DISTRIBUTIONS))
+FUZZ_HEADS = Sizes(1, 64, edges=(1, 4, 64))
+FUZZ_CONTEXT = Sizes(1, 131072, edges=(1, 63, 64, 65, 128, 4096, 4097, 8192, 65536))
+
+
+def _logits_x_heads(values: dict) -> int:
+    """The work of a logits case: every logit sums ``heads`` dot products."""
+    return values["tokens"] * values["context"] * values["heads"]
+
+
+def _fewer_empty_than_requests(values: dict) -> dict:
+    return {**values, "empty_requests": min(values["empty_requests"], values["batch"])}
+
+
 class QuantizeKSpec(OpSpec):
     op = "fp8_quantize_k"
     signature = contract("k", scale_fmt=None)
@@ -279,6 +295,8 @@ class QuantizeKSpec(OpSpec):
     token_args = ("k",)
     case_params = {"scale_fmt": None, "data": "random"}
     input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (UE8M0,))
+    fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "scale_fmt": Choice((None, "ue8m0")),
+                            "data": FUZZ_DATA})
 
     def _make_inputs(self, case: Case) -> dict:
         k = _activations(case, 1, case.tokens, HEAD_DIM)
@@ -309,6 +327,7 @@ class QuantizeQSpec(QuantizeKSpec):
     input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
         Cell("sizes", "64 heads", "DeepSeek-V3.2's indexer heads", {"heads": 64},
              profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),))
+    fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "heads": FUZZ_HEADS, "data": FUZZ_DATA})
 
     def case_elements(self, case: Case) -> int | None:
         return case.tokens * self.param(case, "heads") * HEAD_DIM if case.tokens else None
@@ -353,6 +372,8 @@ class QuantAndCacheSpec(OpSpec):
         Cell("metadata", "-1 runs", "the first and last quarter of slot_mapping -1 (graph "
              "padding)", {"slots": "runs"}),
     ))
+    fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "scale_fmt": Choice((None, "ue8m0")),
+                            "data": FUZZ_DATA, "slots": Choice(("scattered", "runs"))})
     reference_extras = ref.KV_LAYOUTS
     """The cache as each layout an implementation may declare (``kv_layout``) writes it."""
 
@@ -423,6 +444,10 @@ class MqaLogitsSpec(OpSpec):
         Cell("metadata", "ragged batch", "several sequences, each query seeing its own "
              "sequence's keys", {"seqs": at_least(2)}),
     ))
+    fuzz_space = FuzzSpace({"tokens": Sizes(1, 16384, edges=(1, 2, 63, 64, 65, 129)),
+                            "heads": FUZZ_HEADS, "seqs": Sizes(1, 8), "context": FUZZ_CONTEXT,
+                            "data": FUZZ_DATA}, shrink_to_fit=("tokens", "context"),
+                           cost=_logits_x_heads)
 
     def case_elements(self, case: Case) -> int | None:
         """Query rows x context: the logits (and a torch implementation's per-head scores,
@@ -504,6 +529,13 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
              elsewhere="the CUDA-graph suite builds them; it needs a GPU"),
     ))
     replay_params = (("capacity", True),)
+    fuzz_space = FuzzSpace({"batch": Sizes(1, 256, edges=(1, 2, 3, 64)), "next_n": Sizes(1, 4),
+                            "heads": FUZZ_HEADS, "context": FUZZ_CONTEXT, "data": FUZZ_DATA,
+                            "shuffled": Choice((True, False)), "capacity": flag(),
+                            "empty_requests": Sizes(0, 3), "shared_prefix": flag(),
+                            "far_blocks": flag(on_cpu=False)},
+                           requests="batch", shrink_to_fit=("batch", "context"),
+                           adjust=_fewer_empty_than_requests, cost=_logits_x_heads)
 
     def case_elements(self, case: Case) -> int | None:
         rows = case.tokens or self.param(case, "batch") * self.param(case, "next_n")

@@ -105,16 +105,22 @@ def guarded_buffer(rows: int, cols: int, pad_rows: int, device, band: int = 2,
     return base[band:band + rows + pad_rows, left:left + cols]
 
 
+def whole_buffer(view: torch.Tensor) -> torch.Tensor:
+    """The whole storage under ``view``, flat, from offset 0: its guard buffer, also for a view
+    loaded from a case file (``torch.load`` keeps the storage but not ``_base``)."""
+    elements = view.untyped_storage().nbytes() // view.element_size()
+    return view.new_empty(0).set_(view.untyped_storage(), 0, (elements,), (1,))
+
+
 def fresh_copy(view: torch.Tensor) -> torch.Tensor:
-    """The same view geometry over a fresh copy of its whole base buffer (re-poisoned)."""
-    base = view._base if view._base is not None else view
-    clone = torch.full_like(base, SENTINEL)
+    """The same view geometry over a fresh copy of its whole buffer (re-poisoned)."""
+    clone = torch.full_like(whole_buffer(view), SENTINEL)
     return clone.as_strided(view.shape, view.stride(), view.storage_offset())
 
 
 def guard_violations(view: torch.Tensor, written_rows: int, written_cols: int) -> int:
     """Cells of the base buffer outside ``view[:written_rows, :written_cols]`` that changed."""
-    base = view._base if view._base is not None else view
+    base = whole_buffer(view)
     mask = torch.ones_like(base, dtype=torch.bool)
     flat_offsets = (torch.arange(written_rows, device=base.device)[:, None] * view.stride(0)
                     + torch.arange(written_cols, device=base.device)[None, :] * view.stride(1)

@@ -41,6 +41,7 @@ import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
+from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, flag
 from harness.core.input_space import (GPU_PROFILES, Cell, InputSpace, at_least, between,
                                       ends_with, one_of_base)
 from harness.core.specs import Comparison, OpSpec, contract, register_spec
@@ -189,6 +190,18 @@ _ROW_SIZES = (
 )
 
 
+FUZZ_DATA = tuple(DISTRIBUTIONS) + tuple(f"{name}-nan" for name in DISTRIBUTIONS)
+"""Every distribution, then every one with NaN: shrinking goes to ``random``."""
+FUZZ_COMMON = {
+    "top_k": Sizes(1, 4096, edges=(1, 2, 16, 64, 65, 512, 1024, 2048, 2049)),
+    "context": Sizes(1, 300_000, edges=(1, 4096, 4097, 16384, 16385, 65536, 65537, 300_000)),
+    "pad": Sizes(0, 4),
+    "data": Choice(FUZZ_DATA),
+    "clean": Choice((True, False)),
+    "strided": flag(),
+}
+
+
 def _past_2_31(values) -> bool:
     rows = values.get("tokens") or (values.get("batch") or 0) * (values.get("next_n") or 1)
     return rows * (values.get("context") or 0) > 2 ** 31
@@ -273,6 +286,8 @@ class TopKPrefillSpec(_TopKSpec):
         Cell("metadata", "strided logits", "logits a column slice of a wider buffer "
              "(stride0 > N)", {"strided": True}),
     ))
+    fuzz_space = FuzzSpace({**FUZZ_COMMON, "tokens": Sizes(1, 8192, edges=(1, 2, 127, 129, 2049)),
+                            "seqs": Sizes(1, 8)}, shrink_to_fit=("tokens", "context"))
 
     def _make_inputs(self, case: Case) -> dict:
         rows = case.tokens
@@ -317,6 +332,10 @@ class TopKDecodeSpec(_TopKSpec):
         Cell("metadata", "strided logits", "logits a column slice of a wider buffer",
              {"strided": True}),
     ))
+    fuzz_space = FuzzSpace({**FUZZ_COMMON, "batch": Sizes(1, 2048, edges=(1, 2, 63, 64, 65, 2048)),
+                            "next_n": Sizes(1, 4), "padded_requests": Sizes(0, 3),
+                            "seq_lens_2d": flag(), "full_rows": flag()},
+                           requests="batch", shrink_to_fit=("batch", "context"))
 
     def rows(self, case: Case) -> int:
         """A decode sweep by requests: ``batch`` x ``next_n`` rows."""

@@ -1,0 +1,125 @@
+"""One drawn case judged as the suites judge it: the evaluation (every output against the
+float64 reference, guard rows, untouched inputs, a second run bitwise equal to the first) and
+the per-case detectors the op's seeded faults prove sound for it (batch invariance, poisoned
+allocations, knobs, CUDA-graph replays on a GPU).
+
+Detectors that compare across token counts (precision growth) or span several ops (the indexer
+step) have no meaning on one case: :func:`not_fuzzable` says so for the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from harness import families
+from harness.core.cases import Case
+from harness.core.registry import Implementation
+from harness.core.results import result_row
+from harness.core.specs import OpSpec
+from harness.detectors import PER_CASE, per_case_check
+from harness.evaluate import evaluate
+from harness.report_tables import failure_kind
+
+EVALUATED = ("accuracy", "dispatch_thresholds", "inputs_unchanged", "determinism")
+"""Detectors whose check the evaluation of a drawn case already makes."""
+GPU_ONLY = ("cuda_graph",)
+
+
+def not_fuzzable(detector: str) -> str | None:
+    """Why a fault caught by ``detector`` is out of the fuzzer's reach, or None."""
+    if detector in EVALUATED or detector in PER_CASE:
+        return None
+    probe = families.probes().get(detector)
+    if probe is not None and probe.run is None:
+        return None
+    if detector == "precision_growth":
+        return ("precision growth compares a kernel's error at large T with its own error at "
+                "small T; one case within the op's bound passes by design")
+    return f"{detector} spans several ops or calls; it is not a property of one case"
+
+
+def detectors_for(op: str, device: str) -> tuple[str, ...]:
+    names = {f.detector for f in families.all_faults() if f.op == op} & set(PER_CASE)
+    if not str(device).startswith("cuda"):
+        names -= set(GPU_ONLY)
+    return tuple(sorted(names))
+
+
+class Unjudgeable(Exception):
+    """The harness cannot build this case (inputs or reference) or the implementation declares
+    it unsupported: not a finding, the draw is discarded and counted."""
+
+
+@dataclasses.dataclass
+class Failure:
+    case: Case
+    impl: str
+    check: str
+    rows: list[dict]
+    evidence: dict[str, Any] | None = None
+    """inputs, reference, outputs, knobs and runs of an evaluation, for its case file."""
+
+    @property
+    def signature(self) -> tuple[str, str, str]:
+        """(check, output, kind of failure): shrinking keeps to it, the report groups by it."""
+        row = self.rows[0]
+        return (self.check, str(row.get("output", "*")).split("/")[0], failure_kind(row))
+
+    @property
+    def detail(self) -> str:
+        return "; ".join(f"{r.get('output')}: {r.get('detail')}" for r in self.rows)
+
+
+class Judge:
+    def __init__(self, spec: OpSpec, impl: Implementation, device: str, runs: int = 2):
+        self.spec, self.impl, self.device, self.runs = spec, impl, device, runs
+        self.detectors = detectors_for(spec.op, device)
+
+    def __call__(self, case: Case) -> list[Failure]:
+        unsupported = self.impl.unsupported_for(case)
+        if unsupported:
+            raise Unjudgeable(f"declared unsupported: {unsupported[0].reason}")
+        try:
+            inputs = self.spec.make_inputs(case)
+            ref = self.spec.reference(inputs)
+        except (ValueError, torch.OutOfMemoryError) as exc:
+            raise Unjudgeable(f"the harness cannot build it: {type(exc).__name__}: {exc}") from exc
+        failures = []
+        ev = self._guarded("accuracy", case, lambda: evaluate(
+            self.spec, self.impl, case, inputs=inputs, ref=ref, runs=self.runs))
+        if isinstance(ev, Failure):
+            failures.append(ev)
+        else:
+            by_check: dict[str, list[dict]] = {}
+            for row in ev.rows:
+                if row["verdict"] == "fail":
+                    by_check.setdefault(row["check"], []).append(row)
+            failures += [Failure(case, self.impl.name, check, rows,
+                                 {"inputs": inputs, "reference": ref, "outputs": ev.outputs,
+                                  "runs": self.runs}) for check, rows in by_check.items()]
+        for name in self.detectors:
+            finding = self._guarded(name, case, lambda n=name: per_case_check(n)(
+                self.spec, self.impl, case))
+            if isinstance(finding, Failure):
+                failures.append(finding)
+            elif not finding.passed:
+                rows = [r for r in finding.rows if r.get("verdict") == "fail"] or [
+                    result_row(case, self.impl.name, name, "*", passed=False,
+                               detail=finding.message)]
+                failures.append(Failure(case, self.impl.name, name, rows))
+        return failures
+
+    def _guarded(self, check: str, case: Case, call):
+        """``call()``, or the exception the implementation raised as a failure of ``check``."""
+        try:
+            return call()
+        except Unjudgeable:
+            raise
+        except Exception as exc:  # the implementation crashed: a finding, not a harness error
+            detail = f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            return Failure(case, self.impl.name, check,
+                           [result_row(case, self.impl.name, check, "*", passed=False,
+                                       detail=detail)])

@@ -1,0 +1,139 @@
+"""``harness fuzz``: cases drawn from each op's declared space find the bugs no grid point holds,
+each failure shrinks to a minimal case saved for replay, and the same seed draws the same cases.
+
+Runs a short deterministic budget (fixed seed, no example database, an example count instead of
+a time budget): the seeded faults below must be found and shrunk, the shipped torch paths must
+pass. The nightly runs the time-budgeted search (``harness fuzz --budget``) on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, find, settings
+
+from harness import families
+from harness.cli import main as harness_main
+from harness.core.input_space import case_values
+from harness.core.specs import all_specs, get_spec
+from harness.fuzz import implementation_targets, search
+from harness.fuzz.describe import describe
+from harness.fuzz.strategies import cases
+from harness.profiles import BASELINE_MAX_TOKENS
+from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+
+FIND = settings(database=None, derandomize=True, max_examples=20_000,
+                suppress_health_check=list(HealthCheck))
+
+
+def _fault(name: str):
+    return next(f for f in families.all_faults() if f.name == name)
+
+
+def _values(spec, case) -> dict:
+    return case_values(spec.case_params, case.tokens, case.hidden, dict(case.params))
+
+
+@pytest.mark.parametrize("op", sorted(all_specs()))
+def test_fuzz_space_reaches_every_declared_cell(op):
+    """Every cell of the op's input space is drawable: the fuzz space spans the grid's cells
+    (sizes unbounded here; a run caps them by device)."""
+    spec = get_spec(op)
+    assert spec.fuzz_space is not None, f"{op} declares no fuzz space"
+    strategy = cases(spec, "cuda", max_elements=2 ** 40)
+    for cell in spec.input_space.cells:
+        case = find(strategy, lambda c, cell=cell: cell.matches(_values(spec, c)), settings=FIND)
+        assert cell.matches(_values(spec, case)), f"{op}: no drawn case reaches {cell.name}"
+
+
+CPU_FAULTS = {
+    "global_offsets": "row_starts",
+    "stale_instead_of_minus_one": "-1]",
+    "decode_window_off_by_one": "next_n 2",
+    "empty_context_sees_first_key": "empty_requests 1",
+    "window_end_inclusive": "logits",
+    "hidden_tail_unwritten_past_2048": "H 2",
+    "nan_ranks_highest": "nan",
+}
+"""Faults found within a short deterministic budget on a CPU, and what their shrunk case names."""
+
+
+@pytest.mark.parametrize("name", sorted(CPU_FAULTS))
+def test_seeded_fault_is_found_and_shrunk(name):
+    fault = _fault(name)
+    spec = get_spec(fault.op)
+    result = search(spec, fault.build(BASELINE_MAX_TOKENS), device="cpu", seconds=600,
+                    max_examples=300, seed=0, max_elements=2 ** 20, stop_at_first=True)
+    assert result.found, f"{name}: not found in {result.examples} drawn cases"
+    found = next(iter(result.found.values()))
+    text = describe(spec, found.failure)
+    assert CPU_FAULTS[name] in text, text
+    first_tokens = found.failure.case.tokens
+    assert first_tokens <= 64 or found.shrinks, f"{name}: not shrunk from {text}"
+
+
+def test_same_seed_draws_the_same_cases():
+    spec = get_spec("top_k_per_row_decode")
+    impl = next(t.impl for t in implementation_targets(["top_k_per_row_decode"], ["torch"])[0])
+    runs = [search(spec, impl, device="cpu", seconds=600, max_examples=12, seed=7,
+                   max_elements=2 ** 16).drawn for _ in range(2)]
+    other = search(spec, impl, device="cpu", seconds=600, max_examples=12, seed=8,
+                   max_elements=2 ** 16).drawn
+    assert runs[0] == runs[1] and len(runs[0]) == 12
+    assert other != runs[0]
+
+
+def test_shipped_paths_pass_a_short_fuzz():
+    """Every implementation that runs here outside the Triton interpreter (the torch paths,
+    vLLM's torch entries): a few drawn cases each, all passing."""
+    targets, _ = implementation_targets(None, None)
+    assert targets, "no implementation to fuzz here"
+    for t in targets:
+        result = search(t.spec, t.impl, device="cpu", seconds=600, max_examples=6, seed=0,
+                        max_elements=2 ** 17)
+        assert result.examples, f"{t.spec.op}/{t.impl.name}: every draw discarded {result.discarded}"
+        assert not result.found, "; ".join(describe(t.spec, f.failure)
+                                           for f in result.found.values())
+
+
+def test_cli_verdicts_and_replay(tmp_path, capsys):
+    out = tmp_path / "faults"
+    code = harness_main(["fuzz", "--faults", "stale_instead_of_minus_one", "--database", "none",
+                         "--examples", "200", "--device", "cpu", "--output", str(out)])
+    text = capsys.readouterr().out
+    assert code == EXIT_GOOD, text
+    assert "found and shrank all 1" in text and "top_k_per_row_decode, T 1," in text
+    assert json.loads((out / "fuzz.json").read_text())["failures"][0]["minimal"]
+
+
+def test_user_module_failure_is_reported_with_its_replay(tmp_path, capsys):
+    module = tmp_path / "my_topk.py"
+    module.write_text(
+        "import torch\n"
+        "from harness import register\n"
+        "from kernels.topk import torch as ref\n"
+        "@register('top_k_per_row_decode', 'my-topk')\n"
+        "def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):\n"
+        "    ref.top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0,\n"
+        "                             stride1, top_k)\n"
+        "    if num_rows > 3:\n"
+        "        indices[3, 0] = 0 if int(indices[3, 0]) != 0 else 1\n")
+    out = tmp_path / "run"
+    code = harness_main(["fuzz", "--ops", "top_k_per_row_decode", "--impl", "my-topk",
+                         "--impl-module", str(module), "--database", "none", "--examples", "150",
+                         "--device", "cpu", "--output", str(out)])
+    text = capsys.readouterr().out
+    assert code == EXIT_BAD, text
+    assert "Fuzz verdict: FAIL" in text and "T 4" in text and "harness replay" in text
+    saved = sorted((out / "cases").glob("*.pt"))
+    assert harness_main(["replay", str(saved[0]), "--impl-module", str(module),
+                         "--device", "cpu"]) == EXIT_BAD
+
+
+def test_unknown_fault_or_implementation_could_not_test(capsys):
+    assert harness_main(["fuzz", "--faults", "no_such_fault", "--device", "cpu",
+                         "--database", "none"]) == EXIT_UNTESTABLE
+    assert harness_main(["fuzz", "--ops", "mhc_post", "--impl", "nobody", "--device", "cpu",
+                         "--database", "none"]) == EXIT_UNTESTABLE
+    assert "no implementation named nobody" in capsys.readouterr().err
