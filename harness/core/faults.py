@@ -24,6 +24,9 @@ class Fault:
     """Takes the profile's baseline_max_tokens (so T-triggered faults trigger above it)."""
     needs_gpu: bool = False
     """Its detector only runs on a GPU (CUDA-graph capture); elsewhere it is reported not run."""
+    fuzz_max_elements: int | None = None
+    """The case size (``OpSpec.case_elements``) its bug needs, where that is past the fuzzer's
+    default cap: ``harness fuzz --faults`` raises the cap to it for this fault."""
 
 
 class SeededFaults:
@@ -32,9 +35,11 @@ class SeededFaults:
     def __init__(self) -> None:
         self._faults: list[Fault] = []
 
-    def seed(self, name: str, op: str, bug_class: str, detector: str, needs_gpu: bool = False):
+    def seed(self, name: str, op: str, bug_class: str, detector: str, needs_gpu: bool = False,
+             fuzz_max_elements: int | None = None):
         def decorator(build: Callable[[int], Implementation]):
-            self._faults.append(Fault(name, op, bug_class, detector, build, needs_gpu))
+            self._faults.append(Fault(name, op, bug_class, detector, build, needs_gpu,
+                                      fuzz_max_elements))
             return build
         return decorator
 

@@ -10,6 +10,7 @@ step) have no meaning on one case: :func:`not_fuzzable` says so for the report.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import torch
@@ -41,10 +42,14 @@ def not_fuzzable(detector: str) -> str | None:
     return f"{detector} spans several ops or calls; it is not a property of one case"
 
 
-def detectors_for(op: str, device: str) -> tuple[str, ...]:
-    names = {f.detector for f in families.all_faults() if f.op == op} & set(PER_CASE)
+def detectors_for(impl: Implementation, device: str) -> tuple[str, ...]:
+    """The per-case detectors the op's seeded faults prove sound for it; the CUDA-graph one only
+    on a GPU and not for what declares itself not capturable (the declaration is the finding)."""
+    names = {f.detector for f in families.all_faults() if f.op == impl.op} & set(PER_CASE)
     if not str(device).startswith("cuda"):
         names -= set(GPU_ONLY)
+    if impl.declared.get("cuda_graph", "").startswith("not capturable"):
+        names.discard("cuda_graph")
     return tuple(sorted(names))
 
 
@@ -66,7 +71,8 @@ class Failure:
     def signature(self) -> tuple[str, str, str]:
         """(check, output, kind of failure): shrinking keeps to it, the report groups by it."""
         row = self.rows[0]
-        return (self.check, str(row.get("output", "*")).split("/")[0], failure_kind(row))
+        output = re.sub(r"\d+", "", str(row.get("output", "*")).split("/")[0])
+        return (self.check, output, failure_kind(row))
 
     @property
     def detail(self) -> str:
@@ -74,11 +80,19 @@ class Failure:
 
 
 class Judge:
-    def __init__(self, spec: OpSpec, impl: Implementation, device: str, runs: int = 2):
+    def __init__(self, spec: OpSpec, impl: Implementation, device: str, runs: int = 2,
+                 detectors: tuple[str, ...] | None = None):
         self.spec, self.impl, self.device, self.runs = spec, impl, device, runs
-        self.detectors = detectors_for(spec.op, device)
+        self.detectors = detectors_for(impl, device) if detectors is None else detectors
 
     def __call__(self, case: Case) -> list[Failure]:
+        try:
+            return self._judge(case)
+        finally:
+            if str(self.device).startswith("cuda"):
+                torch.cuda.empty_cache()  # a case's buffers must not crowd out the next one's
+
+    def _judge(self, case: Case) -> list[Failure]:
         unsupported = self.impl.unsupported_for(case)
         if unsupported:
             raise Unjudgeable(f"declared unsupported: {unsupported[0].reason}")
@@ -118,6 +132,8 @@ class Judge:
             return call()
         except Unjudgeable:
             raise
+        except torch.OutOfMemoryError as exc:  # a detector's own copies and graph pools
+            raise Unjudgeable(f"the harness ran out of device memory in {check}") from exc
         except Exception as exc:  # the implementation crashed: a finding, not a harness error
             detail = f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             return Failure(case, self.impl.name, check,

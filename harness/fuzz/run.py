@@ -14,6 +14,7 @@ from harness import families
 from harness.core.device import triton_interpreted
 from harness.core.registry import Implementation, records
 from harness.core.specs import OpSpec, all_specs
+from harness.detectors import PER_CASE
 from harness.fuzz.judge import not_fuzzable
 from harness.fuzz.search import Search, search
 from harness.profiles import BASELINE_MAX_TOKENS
@@ -30,6 +31,9 @@ class Target:
     impl: Implementation
     fault: str | None = None
     """The seeded fault this implementation is (the self-check), or None."""
+    detectors: tuple[str, ...] | None = None
+    """Per-case detectors to run (None: those the op's faults prove sound for it)."""
+    max_elements: int | None = None
 
 
 @dataclasses.dataclass
@@ -91,7 +95,9 @@ def fault_targets(names: list[str] | None, device: str) -> tuple[list[Target], l
         if why:
             left_out.append({"op": fault.op, "impl": fault.name, "reason": why})
             continue
-        targets.append(Target(specs[fault.op], fault.build(BASELINE_MAX_TOKENS), fault.name))
+        own = (fault.detector,) if fault.detector in PER_CASE else ()
+        targets.append(Target(specs[fault.op], fault.build(BASELINE_MAX_TOKENS), fault.name,
+                              detectors=own, max_elements=fault.fuzz_max_elements))
     if names:
         unknown = sorted(set(names) - {f.name for f in families.all_faults()})
         if unknown:
@@ -111,8 +117,9 @@ def run_targets(targets: list[Target], options: Options, progress=print) -> list
         found = search(t.spec, t.impl, device=options.device, seconds=share,
                        max_examples=options.examples, seed=options.seed,
                        max_elements=max_elements_for(t.impl, options.device,
-                                                     options.max_elements),
-                       database=db, runs=options.runs, stop_at_first=t.fault is not None)
+                                                     options.max_elements or t.max_elements),
+                       database=db, runs=options.runs, stop_at_first=t.fault is not None,
+                       detectors=t.detectors)
         progress(f"    {found.examples} judged in {found.seconds:.1f} s, "
                  f"{len(found.found)} failure(s)")
         results.append(found)

@@ -74,10 +74,10 @@ def _failure_type(signature: tuple) -> type:
 def search(spec: OpSpec, impl: Implementation, *, device: str, seconds: float,
            max_examples: int, seed: int, max_elements: int,
            database: pathlib.Path | None = None, runs: int = 2,
-           stop_at_first: bool = False) -> Search:
+           stop_at_first: bool = False, detectors: tuple[str, ...] | None = None) -> Search:
     """``stop_at_first``: end after the round that found (and shrank) a failure, as the
     self-check of a seeded fault wants."""
-    judge = Judge(spec, impl, device, runs=runs)
+    judge = Judge(spec, impl, device, runs=runs, detectors=detectors)
     result = Search(spec.op, impl.name)
     clock = _Clock(seconds)
     strategy = cases(spec, device, max_elements)

@@ -204,7 +204,7 @@ def seq_lens_2d_read_as_1d(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("row_offset_wraps_at_2_31", "top_k_per_row_decode", "32-bit offset overflow",
-             "topk_past_2_31", needs_gpu=True)
+             "topk_past_2_31", needs_gpu=True, fuzz_max_elements=3 * 2 ** 30)
 def row_offset_wraps_at_2_31(threshold: int) -> Implementation:
     """Computes a row's element offset ``row * stride0`` in signed 32-bit arithmetic: past 2^31
     logits it wraps, and the rows there are selected from the rows the offset lands on."""
