@@ -68,6 +68,15 @@ def test_logits_on_zero_tokens_and_the_fp8_maximum(target, record):
     _check(target, target.case, record)
 
 
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[3], next_n=[3],
+                   context={"smoke": [300], "default": [4096]}, heads=HEADS)
+def test_paged_logits_with_next_n_not_a_power_of_two(target, record):
+    """Three draft rows per request: a kernel that lays next_n rows out with tl.arange must pad
+    them to a power of two (the shipped one did not: found by ``harness fuzz`` on the H100)."""
+    rows = target.case.param("batch") * target.case.param("next_n")
+    _check(target, dataclasses.replace(target.case, tokens=rows), record)
+
+
 @pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[5], next_n=[1, 2],
                    context={"smoke": [300], "default": [8192]}, heads=HEADS,
                    empty_requests=[2], shared_prefix=[True, False])

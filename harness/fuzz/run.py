@@ -1,7 +1,8 @@
 """``harness fuzz``: budgeted searches over every selected (op, implementation), or over the
 seeded faults one at a time (the fuzzer's own self-check), with a verdict.
 
-The budget is split evenly over the targets. Each failure is saved as a case file in the report
+The budget is split over the targets as they come: each gets an even share of what is left, so
+time a target does not use (a seeded fault found in a second) goes to the later ones. Each failure is saved as a case file in the report
 folder (``harness replay`` judges it anywhere) and written to ``fuzz.md``/``fuzz.json``.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import time
 
 from harness import families
 from harness.core.device import triton_interpreted
@@ -107,9 +109,10 @@ def fault_targets(names: list[str] | None, device: str) -> tuple[list[Target], l
 
 
 def run_targets(targets: list[Target], options: Options, progress=print) -> list[Search]:
-    share = options.minutes * 60 / max(len(targets), 1)
+    deadline = time.monotonic() + options.minutes * 60
     results = []
     for i, t in enumerate(targets, 1):
+        share = max(deadline - time.monotonic(), 1.0) / (len(targets) - i + 1)
         label = t.fault or t.impl.name
         progress(f"fuzz [{i}/{len(targets)}] {t.spec.op} / {label}: up to {share:.0f} s, "
                  f"{options.examples} examples")

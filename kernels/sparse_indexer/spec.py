@@ -519,6 +519,8 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
              elsewhere="a 2.1 GB cache per case: run on a GPU"),
         Cell("metadata", "next_n > 1", "speculative drafts, each seeing one more key",
              {"next_n": at_least(2)}),
+        Cell("metadata", "next_n not a power of two", "3 drafts: rows laid out by tl.arange need "
+             "padding to a power of two (found by harness fuzz)", {"next_n": 3}),
         Cell("metadata", "shuffled block table", "blocks in random order, garbage in unused "
              "slots and spare blocks", {"shuffled": True}),
         Cell("metadata", "empty context", "requests with context_len 0", {"empty_requests": at_least(1)}),

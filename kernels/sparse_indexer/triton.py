@@ -262,8 +262,9 @@ def _flag_bad_windows(ks, ke, rows, row_ok, N, err_ptr, err_slot):
 @triton.jit(do_not_specialize=["err_slot"])
 def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, err_ptr,
                       err_slot, max_len, table_stride, table_cols, H, n_splits,
-                      NEXT_N: tl.constexpr, HP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr,
-                      DOT: tl.constexpr, STAGES: tl.constexpr):
+                      NEXT_N: tl.constexpr, NP: tl.constexpr, HP: tl.constexpr,
+                      BS: tl.constexpr, D: tl.constexpr, DOT: tl.constexpr,
+                      STAGES: tl.constexpr):
     """One program per (request, split): split ``sp`` of ``n_splits`` takes the request's cache
     blocks sp, sp + n_splits, ... (neighbouring programs read neighbouring blocks); q and the
     head weights are loaded once, every visible block's keys are read once, and the columns
@@ -275,7 +276,8 @@ def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, ou
     from one block's dot product whatever the split, so the split (chosen from the batch size)
     cannot change a value. Error code: 1 a context needs more blocks than the table has, 2 a
     context past max_model_len, 3 a negative context (clamped, so no read leaves the table),
-    with the request."""
+    with the request. ``NP``: next_n padded to a power of two (tl.arange's), the padding rows
+    masked."""
     b, sp = tl.program_id(0).to(tl.int64), tl.program_id(1)
     raw = tl.load(lens_ptr + b)
     if sp == 0:
@@ -285,15 +287,16 @@ def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, ou
             tl.atomic_max(err_ptr + err_slot, error_word(code, b))
     ctx = tl.minimum(tl.maximum(raw, 0), tl.minimum(max_len, table_cols * BS))
     ctx_blocks = tl.cdiv(ctx, BS)
-    r = tl.arange(0, NEXT_N)
+    r = tl.arange(0, NP)
+    r_ok = r < NEXT_N
     slot = tl.arange(0, BS)
     row_out = out_ptr + (b * NEXT_N + r)[:, None] * max_len
     out_t = out_ptr + (b * NEXT_N + r)[None, :] * max_len
     pos = ctx - NEXT_N + r
     d = tl.arange(0, D)
-    qr = tl.arange(0, NEXT_N * HP)
+    qr = tl.arange(0, NP * HP)
     head = qr % HP
-    q_ok = head < H
+    q_ok = (head < H) & (qr // HP < NEXT_N)
     q_off = (b * NEXT_N + qr // HP) * H + head
     q = tl.load(q_ptr + q_off[:, None] * D + d[None, :], mask=q_ok[:, None], other=0.0)
     w = tl.load(w_ptr + q_off, mask=q_ok, other=0.0)
@@ -303,15 +306,15 @@ def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, ou
         k = tl.load(val_ptr + block * (BS * (D + 4)) + slot[:, None] * D + d[None, :])
         k_scale = tl.load(scale_ptr + block * (BS * (D + 4) // 4) + BS * D // 4 + slot)
         s = tl.maximum(_dot(k, tl.trans(q), DOT), 0.0) * w[None, :]
-        logits = tl.sum(tl.reshape(s, (BS, NEXT_N, HP)), axis=2) * k_scale[:, None]
+        logits = tl.sum(tl.reshape(s, (BS, NP, HP)), axis=2) * k_scale[:, None]
         c = j * BS + slot
         tl.store(out_t + c[:, None], tl.where(c[:, None] <= pos[None, :], logits, float("-inf")),
-                 mask=(c < max_len)[:, None] & (r[None, :] >= 0))
+                 mask=(c < max_len)[:, None] & r_ok[None, :])
     first_past = ctx_blocks + (sp - ctx_blocks % n_splits + n_splits) % n_splits
     for j in range(first_past, tl.cdiv(max_len, BS), n_splits):
         c = j * BS + slot
-        tl.store(row_out + c[None, :], tl.full((NEXT_N, BS), float("-inf"), tl.float32),
-                 mask=(c < max_len)[None, :] & (r[:, None] >= 0))
+        tl.store(row_out + c[None, :], tl.full((NP, BS), float("-inf"), tl.float32),
+                 mask=(c < max_len)[None, :] & r_ok[:, None])
 
 
 def _dot_mode(exact: bool) -> int:
@@ -455,7 +458,8 @@ def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exac
             q.contiguous(), flat.view(validate.FP8), flat.view(torch.float32), weights.contiguous(),
             context_lens, block_tables, out, words, slot, max_model_len, block_tables.stride(0),
             block_tables.shape[1], heads, splits,
-            NEXT_N=next_n, HP=triton.next_power_of_2(heads), BS=block_size, D=d,
+            NEXT_N=next_n, NP=triton.next_power_of_2(next_n), HP=triton.next_power_of_2(heads),
+            BS=block_size, D=d,
             DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps)
         deferred.launched(words, slot, explain)
     return out
