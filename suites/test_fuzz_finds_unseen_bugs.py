@@ -137,3 +137,22 @@ def test_unknown_fault_or_implementation_could_not_test(capsys):
     assert harness_main(["fuzz", "--ops", "mhc_post", "--impl", "nobody", "--device", "cpu",
                          "--database", "none"]) == EXIT_UNTESTABLE
     assert "no implementation named nobody" in capsys.readouterr().err
+
+
+def test_a_harness_error_is_could_not_test_not_a_pass(monkeypatch):
+    """An error of the harness itself (here: its input generator) ends the search with the error
+    and makes the verdict "could not test", never a quiet pass over the cases before it."""
+    from harness.fuzz import report
+
+    spec = get_spec("mhc_post")
+    impl = next(t.impl for t in implementation_targets(["mhc_post"], ["torch"])[0])
+
+    def broken(case):
+        raise RuntimeError("generator bug")
+
+    monkeypatch.setattr(spec, "_make_inputs", broken)
+    result = search(spec, impl, device="cpu", seconds=600, max_examples=20, seed=0,
+                    max_elements=2 ** 14)
+    assert result.error and "generator bug" in result.error
+    code, why = report.verdict([result], [], self_check=False)
+    assert code == EXIT_UNTESTABLE and "harness itself failed" in why

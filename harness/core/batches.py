@@ -45,6 +45,9 @@ def ragged_prefill(rows: int, seqs: int, n: int, g: torch.Generator) -> RaggedPr
 def decode_seq_lens(batch: int, next_n: int, n: int, g: torch.Generator) -> torch.Tensor:
     """int32 [batch] context lengths in [next_n, n]; the first request short (a few keys) so
     every batch mixes short and long rows."""
+    if n < next_n:
+        raise ValueError(f"a decode context of {n} keys is shorter than next_n={next_n}: each "
+                         "request holds at least its next_n draft tokens; give context >= next_n")
     seq_lens = torch.randint(next_n, n + 1, (batch,), generator=g, dtype=torch.int32)
     if batch > 1:
         seq_lens[0] = min(n, next_n + 3)

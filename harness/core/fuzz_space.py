@@ -49,6 +49,11 @@ def flag(on_cpu: bool = True) -> Choice:
 Domain = Sizes | Choice
 
 
+def context_holds_drafts(values: dict) -> dict:
+    """A decode request's context holds at least its ``next_n`` draft tokens."""
+    return {**values, "context": max(values["context"], values.get("next_n", 1))}
+
+
 @dataclasses.dataclass(frozen=True)
 class FuzzSpace:
     """Domains for ``tokens``, ``hidden`` and the spec's case parameters. ``requests``: the

@@ -54,6 +54,7 @@ def records(searches: list[Search], impls: dict, folder: pathlib.Path | None,
 def verdict(searches: list[Search], failures: list[dict], self_check: bool) -> tuple[int, str]:
     judged = sum(s.examples for s in searches)
     empty = [f"{s.op}/{s.impl}" for s in searches if s.examples == 0]
+    broken = [f"{s.op}/{s.impl} ({s.error})" for s in searches if s.error]
     if self_check:
         missed = [f"{s.op}/{s.impl}" for s in searches if not s.found]
         if missed:
@@ -64,6 +65,9 @@ def verdict(searches: list[Search], failures: list[dict], self_check: bool) -> t
         groups = sorted({(f["impl"], f["op"]) for f in failures})
         return EXIT_BAD, (f"{len(failures)} failure(s) in {len(groups)} implementation(s) "
                           f"({', '.join(f'{o}/{i}' for i, o in groups)}) over {judged} cases")
+    if broken:
+        return EXIT_UNTESTABLE, ("could not test: the harness itself failed while fuzzing "
+                                 + "; ".join(broken) + " (a harness bug: report it with fuzz.json)")
     if not searches or judged == 0:
         return EXIT_UNTESTABLE, "could not test: no case was judged (see what was left out)"
     if empty:
@@ -94,7 +98,8 @@ def markdown(code: int, why: str, searches: list[Search], failures: list[dict],
               "failures |", "| --- | --- | --- | --- | --- | --- |"]
     for s in searches:
         lines.append(f"| {s.op} | {s.impl} | {s.examples} | {sum(s.discarded.values())} | "
-                     f"{s.seconds:.1f} | {len(s.found)} |")
+                     f"{s.seconds:.1f} | {len(s.found)}"
+                     + (f" (stopped: harness error {s.error})" if s.error else "") + " |")
     discarded = [(s, reason, n) for s in searches for reason, n in s.discarded.most_common(3)]
     if discarded:
         lines += ["", "Discarded draws (not judged), by reason:", ""]
@@ -112,6 +117,7 @@ def write(folder: pathlib.Path, code: int, why: str, searches: list[Search],
         "verdict": code, "why": why, **settings,
         "targets": [{"op": s.op, "impl": s.impl, "examples": s.examples, "rounds": s.rounds,
                      "seconds": round(s.seconds, 2), "discarded": dict(s.discarded),
+                     "error": s.error,
                      "cases": s.drawn} for s in searches],
         "failures": failures, "not_fuzzed": left_out}, indent=1, default=str))
     path = folder / "fuzz.md"

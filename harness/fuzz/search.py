@@ -46,6 +46,8 @@ class Search:
     seconds: float = 0.0
     rounds: int = 0
     found: dict[tuple, Found] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+    """The harness's own error that ended this search early (a bug to report, not a finding)."""
     drawn: list[str] = dataclasses.field(default_factory=list)
     """Ids of the judged cases, in order (what the same seed reproduces)."""
 
@@ -69,6 +71,16 @@ def _failure_type(signature: tuple) -> type:
         _FAILURE_TYPES[signature] = type(f"FuzzFailure{len(_FAILURE_TYPES)}", (AssertionError,),
                                          {"signature": signature})
     return _FAILURE_TYPES[signature]
+
+
+def _harness_error(exc: BaseException) -> str | None:
+    """What went wrong in the harness itself, or None when ``exc`` (or every exception in a
+    group) is a failure the judge raised."""
+    parts = list(exc.exceptions) if isinstance(exc, BaseExceptionGroup) else [exc]
+    for part in parts:
+        if not hasattr(part, "signature") and not type(part).__name__.startswith("Flaky"):
+            return f"{type(part).__name__}: {str(part).splitlines()[0][:300] if str(part) else ''}"
+    return None
 
 
 def search(spec: OpSpec, impl: Implementation, *, device: str, seconds: float,
@@ -121,8 +133,11 @@ def search(spec: OpSpec, impl: Implementation, *, device: str, seconds: float,
         before = result.examples
         try:
             run()
-        except Exception:  # noqa: BLE001  (the failures are recorded in ``result.found``)
-            pass
+        except Exception as exc:  # noqa: BLE001  (failures are recorded in ``result.found``)
+            error = _harness_error(exc)
+            if error is not None:
+                result.error = error
+                break
         result.rounds += 1
         if stop_at_first and result.found:
             break

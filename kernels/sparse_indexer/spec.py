@@ -34,7 +34,7 @@ import torch
 from harness.core.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
 from harness.core.errors import ContractViolation
-from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, flag
+from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, context_holds_drafts, flag
 from harness.core.input_space import GPU_PROFILES, Cell, InputSpace, at_least, between
 from harness.core.specs import Comparison, OpSpec, contract, register_spec
 from kernels.sparse_indexer import torch as ref
@@ -283,7 +283,9 @@ def _logits_x_heads(values: dict) -> int:
     return values["tokens"] * values["context"] * values["heads"]
 
 
-def _fewer_empty_than_requests(values: dict) -> dict:
+def _decode_batch(values: dict) -> dict:
+    """No more empty requests than requests; every context holds its drafts."""
+    values = context_holds_drafts(values)
     return {**values, "empty_requests": min(values["empty_requests"], values["batch"])}
 
 
@@ -537,7 +539,7 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
                             "empty_requests": Sizes(0, 3), "shared_prefix": flag(),
                             "far_blocks": flag(on_cpu=False)},
                            requests="batch", shrink_to_fit=("batch", "context"),
-                           adjust=_fewer_empty_than_requests, cost=_logits_x_heads)
+                           adjust=_decode_batch, cost=_logits_x_heads)
 
     def case_elements(self, case: Case) -> int | None:
         rows = case.tokens or self.param(case, "batch") * self.param(case, "next_n")

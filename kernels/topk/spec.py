@@ -41,7 +41,7 @@ import torch
 
 from harness.core.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
-from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, flag
+from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, context_holds_drafts, flag
 from harness.core.input_space import (GPU_PROFILES, Cell, InputSpace, at_least, between,
                                       ends_with, one_of_base)
 from harness.core.specs import Comparison, OpSpec, contract, register_spec
@@ -335,7 +335,8 @@ class TopKDecodeSpec(_TopKSpec):
     fuzz_space = FuzzSpace({**FUZZ_COMMON, "batch": Sizes(1, 2048, edges=(1, 2, 63, 64, 65, 2048)),
                             "next_n": Sizes(1, 4), "padded_requests": Sizes(0, 3),
                             "seq_lens_2d": flag(), "full_rows": flag()},
-                           requests="batch", shrink_to_fit=("batch", "context"))
+                           requests="batch", shrink_to_fit=("batch", "context"),
+                           adjust=context_holds_drafts)
 
     def rows(self, case: Case) -> int:
         """A decode sweep by requests: ``batch`` x ``next_n`` rows."""
