@@ -22,8 +22,9 @@ def add_parser(sub) -> None:
     fz.add_argument("--budget", type=float, default=5.0, metavar="MINUTES",
                     help="time for the whole run, split evenly over the targets (default 5)")
     fz.add_argument("--examples", type=int, default=1000, metavar="N",
-                    help="at most N judged cases a target (a deterministic budget: with a fixed "
-                    "seed, no database and a large --budget, the same cases every run)")
+                    help="at most N drawn cases a target before shrinking, which judges its own (a "
+                    "deterministic budget: with a fixed seed, no database and a large --budget, "
+                    "the same cases every run)")
     fz.add_argument("--seed", type=int, default=0)
     fz.add_argument("--database", default=DEFAULT_DATABASE, help="Hypothesis example database "
                     "(failures found earlier are tried first); 'none' for a run that depends "

@@ -81,7 +81,8 @@ def markdown(code: int, why: str, searches: list[Search], failures: list[dict],
     head = {EXIT_GOOD: "PASS", EXIT_BAD: "FAIL"}.get(code, "COULD NOT TEST")
     lines = [f"# Fuzz verdict: {head}", "", why, "",
              f"Seed {settings['seed']}, Hypothesis database `{settings['database']}`, budget "
-             f"{settings['minutes']} min, at most {settings['examples']} examples a target, "
+             f"{settings['minutes']} min, at most {settings['examples']} drawn cases a target "
+             "before shrinking (the counts below include the shrinker's), "
              f"device {settings['device']}. The same seed, database and build draw the same "
              "cases.", ""]
     if failures:
