@@ -15,6 +15,7 @@ import argparse
 import pathlib
 import sys
 
+from harness.core.input_space import PROFILES as PROFILE_NAMES
 from harness.report import new_report_folder
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
 
@@ -225,19 +226,23 @@ def cmd_speed(args) -> int:
     return EXIT_GOOD
 
 
+COVERAGE_PROFILES = [p for p in PROFILE_NAMES if p != "full"]
+"""What ``harness coverage`` prints by default: full differs from nightly only in sizes."""
+
+
 def cmd_coverage(args) -> int:
     """The coverage table each profile's sweep would have here, from a collection of the suites
     (nothing runs); exit 1 when a declared cell of a profile is reached by no swept case."""
     from harness import coverage
 
     missing = []
-    for profile in args.profile or ["smoke", "ci", "nightly"]:
+    for profile in args.profile or COVERAGE_PROFILES:
         table, collected = coverage.planned(profile)
         print(f"# {profile}: {collected} sweep tests collected (counts below are tests, not "
               "cases; 'judged' = would run here)\n")
         print("\n".join(coverage.markdown(table, profile)[4:]))
         missing += [f"{profile}: {gap}" for gap in coverage.gaps(table)]
-    profiles = ", ".join(args.profile or ["smoke", "ci", "nightly"])
+    profiles = ", ".join(args.profile or COVERAGE_PROFILES)
     print(f"coverage: {len(missing)} declared cell(s) no sweep reaches: " + "; ".join(missing)
           if missing else f"coverage: every declared cell of {profiles} is reached by a sweep")
     return EXIT_BAD if missing else EXIT_GOOD
@@ -271,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the kernel suites and write a report")
-    run.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
+    run.add_argument("--profile", choices=PROFILE_NAMES)
     run.add_argument("--ops", nargs="+", help="only these ops (pytest -k expression terms)")
     run.add_argument("--impl", action="append", default=[], help="only these implementations")
     run.add_argument("--require", action="append", default=[], metavar="NAME",
@@ -305,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.set_defaults(func=cmd_compare)
     bis = sub.add_parser("bisect", help="git-bisect-run verdict: 0 good, 1 bad, 125 skip")
     bis.add_argument("--ops", nargs="+", required=True, help="ops whose suites decide")
-    bis.add_argument("--profile", default="smoke", choices=["smoke", "ci", "nightly", "full"])
+    bis.add_argument("--profile", default="smoke", choices=PROFILE_NAMES)
     bis.add_argument("--impl", action="append", default=[])
     bis.add_argument("--impl-module", action="append", default=[])
     bis.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
@@ -328,11 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     cov = sub.add_parser("coverage", help="each profile's input-space coverage table, from a "
                          "collection of the suites (nothing runs)")
-    cov.add_argument("--profile", action="append", choices=["smoke", "ci", "nightly", "full"],
+    cov.add_argument("--profile", action="append", choices=PROFILE_NAMES,
                      help="repeatable; default smoke, ci and nightly")
     cov.set_defaults(func=cmd_coverage)
     st = sub.add_parser("selftest", help="seeded faults must be caught, shipped kernels pass")
-    st.add_argument("--profile", choices=["smoke", "ci", "nightly", "full"])
+    st.add_argument("--profile", choices=PROFILE_NAMES)
     st.add_argument("--device", choices=["cuda", "cpu"])
     st.add_argument("--hidden", type=int)
     st.set_defaults(func=cmd_selftest)

@@ -12,6 +12,7 @@ import hashlib
 import os
 
 from harness.core.device import has_gpu
+from harness.core.input_space import PROFILES as PROFILE_NAMES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +57,10 @@ PROFILES = {
                     DISPATCH_TOKENS + (8191, 8193),
                     runs=3, repeat_one_case_in=1),
 }
+
+if tuple(PROFILES) != PROFILE_NAMES:  # the one list the CLI and input spaces name them by
+    raise RuntimeError(f"profiles {tuple(PROFILES)} differ from harness.core.input_space."
+                       f"PROFILES {PROFILE_NAMES}: keep the two in step")
 
 INTERPRETER_MAX_TOKENS = 257
 """Largest token count a Triton kernel is run at under the CPU interpreter. The mHC kernels run
