@@ -4,7 +4,8 @@
 answers ``/v1/models``; ``/v1/completions`` returns a fixed GSM8K-style answer (``ok``), a body
 that is not JSON (``malformed``), another answer whenever a second request is in flight
 (``overlap``: a serving fault that shows only under concurrency, such as a batch-dependent
-kernel), or exits the process after N completions (``--die-after``).
+kernel), or exits the process after N completions (``--die-after``). Asked with ``logprobs=N``,
+it returns them, one token a character.
 """
 
 import argparse
@@ -16,6 +17,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ANSWER = " 2 + 2 = 4.\n#### 4"
 ANSWER_UNDER_OVERLAP = " 2 + 2 = 5.\n#### 5"
+
+
+def logprobs_of(text: str, top_n: int) -> dict:
+    """A completions ``logprobs`` object for ``text``, one token a character: the chosen token
+    at -0.1, alternatives far below it (a confident choice everywhere)."""
+    tokens = list(text)
+    top = [{t: -0.1, **{f"<alt{i}>": -3.0 - i for i in range(max(top_n - 1, 0))}} for t in tokens]
+    if "5" in tokens:  # the overlap answer's "5" is confident, and "4" is one of its alternatives
+        top[tokens.index("5")]["4"] = -2.5
+    if "4" in tokens:
+        top[tokens.index("4")]["5"] = -2.5
+    return {"tokens": tokens, "token_logprobs": [-0.1] * len(tokens), "top_logprobs": top,
+            "text_offset": list(range(len(tokens)))}
 
 
 def main():
@@ -63,8 +77,10 @@ def main():
                 overlapped = overlapped or served["in_flight"] > 1
                 served["in_flight"] -= 1
             text = ANSWER_UNDER_OVERLAP if args.mode == "overlap" and overlapped else ANSWER
+            top_n = request.get("logprobs")
             self._send(json.dumps({"object": "text_completion", "choices": [
-                {"index": i, "text": text, "finish_reason": "stop"}
+                {"index": i, "text": text, "finish_reason": "stop",
+                 "logprobs": logprobs_of(text, int(top_n)) if top_n else None}
                 for i in range(len(prompts))]}).encode())
 
     ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()

@@ -1,0 +1,191 @@
+"""Per-token log-probability drift between two greedy continuations of the same prompt.
+
+The comparison follows vLLM's ``check_logprobs_close``: the two continuations agree token for
+token up to a position where they diverge; there each chosen token must be among the other's
+top-N alternatives. Beyond it, what moves first when a kernel loses precision is measured:
+
+- over the agreed tokens, the largest |delta logprob| of the chosen token and the overlap of
+  the two top-N sets (a precision loss moves logprobs long before it flips a greedy choice);
+- at the divergence, the margin by which each side preferred its own token over the other's:
+  a flip between near-ties (margin below ``near_tie``) is rounding noise, a confident flip (or
+  a token outside the other's top-N) is a regression.
+
+The records are what the OpenAI completions API returns with ``logprobs=N``
+(``tokens``, ``token_logprobs``, ``top_logprobs``), kept compactly (:meth:`Continuation.compact`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+DIGITS = 4
+"""Logprobs are kept to 1e-4: far below any threshold, small in a golden file."""
+
+
+class DriftError(ValueError):
+    """A logprob record that cannot be compared (malformed, or from another prompt)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Continuation:
+    tokens: tuple[str, ...]
+    logprobs: tuple[float, ...]
+    """The chosen token's logprob at each position."""
+    top: tuple[Mapping[str, float], ...]
+    """The top-N alternatives at each position, token -> logprob."""
+
+    def __post_init__(self) -> None:
+        if not (len(self.tokens) == len(self.logprobs) == len(self.top)):
+            raise DriftError(f"a continuation needs one logprob and one top-N set per token: "
+                             f"{len(self.tokens)} tokens, {len(self.logprobs)} logprobs, "
+                             f"{len(self.top)} top-N sets")
+
+    @classmethod
+    def from_openai(cls, logprobs: Mapping[str, Any] | None) -> "Continuation":
+        """From a completions choice's ``logprobs`` object; a server that returned none (asked
+        without ``logprobs``, or one that does not support them) is an error naming the fix."""
+        if not logprobs or "tokens" not in logprobs:
+            raise DriftError("the server returned no logprobs; ask /v1/completions with "
+                             "logprobs=N (vLLM and llama.cpp's server both support it)")
+        top = logprobs.get("top_logprobs") or [{} for _ in logprobs["tokens"]]
+        return cls(tuple(logprobs["tokens"]),
+                   tuple(_finite(x) for x in logprobs.get("token_logprobs") or []),
+                   tuple({str(k): _finite(v) for k, v in (t or {}).items()} for t in top))
+
+    def compact(self) -> dict:
+        return {"t": list(self.tokens), "l": [round(x, DIGITS) for x in self.logprobs],
+                "n": [{k: round(v, DIGITS) for k, v in t.items()} for t in self.top]}
+
+    @classmethod
+    def from_compact(cls, data: Mapping[str, Any]) -> "Continuation":
+        try:
+            return cls(tuple(data["t"]), tuple(float(x) for x in data["l"]),
+                       tuple(dict(t) for t in data["n"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DriftError(f"malformed logprob record ({type(exc).__name__}: {exc}); "
+                             "re-record it with `harness golden record`") from exc
+
+
+def _finite(x: Any) -> float:
+    """A logprob; a server's -inf (impossible token) is kept as a very small number."""
+    value = float(x) if x is not None else -math.inf
+    return value if math.isfinite(value) else -1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class Drift:
+    agreed: int
+    """Tokens equal in both continuations before the first divergence."""
+    max_delta: float
+    """Largest |delta logprob| of the chosen token over the agreed tokens."""
+    overlap: float
+    """Mean share of top-N tokens both sides list, over the agreed tokens (1: same sets)."""
+    divergence: int | None
+    flip: str
+    """``none`` (no divergence), ``near-tie``, ``confident`` or ``outside-top-n``."""
+    margin: float | None
+    """At the divergence: how much more either side preferred its own token (the larger)."""
+
+
+def compare(a: Continuation, b: Continuation, near_tie: float) -> Drift:
+    deltas, overlaps = [], []
+    divergence = None
+    for i, (ta, tb) in enumerate(zip(a.tokens, b.tokens)):
+        if ta != tb:
+            divergence = i
+            break
+        deltas.append(abs(a.logprobs[i] - b.logprobs[i]))
+        sa, sb = set(a.top[i]), set(b.top[i])
+        overlaps.append(len(sa & sb) / len(sa | sb) if sa | sb else 1.0)
+    if divergence is None and len(a.tokens) != len(b.tokens):
+        divergence = min(len(a.tokens), len(b.tokens))  # one stopped where the other went on
+    flip, margin = "none", None
+    if divergence is not None:
+        flip, margin = _flip(a, b, divergence, near_tie)
+    return Drift(len(deltas), max(deltas, default=0.0),
+                 sum(overlaps) / len(overlaps) if overlaps else 1.0, divergence, flip, margin)
+
+
+def _flip(a: Continuation, b: Continuation, i: int, near_tie: float) -> tuple[str, float | None]:
+    if i >= len(a.tokens) or i >= len(b.tokens):
+        return "confident", None  # an end of text against a token: no logprob to weigh
+    ta, tb = a.tokens[i], b.tokens[i]
+    if tb not in a.top[i] or ta not in b.top[i]:
+        return "outside-top-n", None
+    margin = max(a.logprobs[i] - a.top[i][tb], b.logprobs[i] - b.top[i][ta])
+    return ("near-tie" if margin <= near_tie else "confident"), margin
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftLimits:
+    """What clean reruns of one server kind were measured to stay within."""
+    near_tie: float
+    """A flip whose margin is at most this (nats) is noise."""
+    max_delta: float
+    """The largest |delta logprob| of an agreed token that a clean rerun showed."""
+    max_confident_share: float
+    """Share of questions that may diverge confidently (0 where reruns never did)."""
+    source: str
+    """Where the figures come from (runs, machine, date)."""
+
+
+@dataclasses.dataclass
+class LevelDrift:
+    verdict: str
+    """``pass`` or ``regression``."""
+    reasons: list[str]
+    questions: int
+    identical: int
+    near_tie: int
+    confident: int
+    worst_delta: float
+    mean_overlap: float
+    worst: list[dict]
+    """The questions that drifted most, for the report."""
+
+
+def judge(pairs: Iterable[tuple[Any, Continuation, Continuation]], limits: DriftLimits,
+          label: str) -> LevelDrift:
+    """``pairs``: (question id, reference continuation, this run's) for every question."""
+    rows = []
+    for qid, ref, new in pairs:
+        rows.append((qid, compare(ref, new, limits.near_tie)))
+    if not rows:
+        raise DriftError(f"{label}: no question has logprobs on both sides to compare")
+    confident = [(q, d) for q, d in rows if d.flip in ("confident", "outside-top-n")]
+    near = [(q, d) for q, d in rows if d.flip == "near-tie"]
+    worst_delta = max(d.max_delta for _, d in rows)
+    reasons = []
+    share = len(confident) / len(rows)
+    if share > limits.max_confident_share:
+        reasons.append(f"{label}: {len(confident)} of {len(rows)} continuations flip a confident "
+                       f"choice (allowed {limits.max_confident_share:.0%}; first: question "
+                       f"{confident[0][0]} at token {confident[0][1].divergence})")
+    if worst_delta > limits.max_delta:
+        q, d = max(rows, key=lambda r: r[1].max_delta)
+        reasons.append(f"{label}: a chosen token's logprob moved by {worst_delta:.3g} before any "
+                       f"divergence (question {q}; clean reruns stay within {limits.max_delta:.3g}, "
+                       f"{limits.source})")
+    ranked = sorted(rows, key=lambda r: (r[1].flip in ("confident", "outside-top-n"),
+                                         r[1].max_delta), reverse=True)
+    return LevelDrift("regression" if reasons else "pass", reasons, len(rows),
+                      sum(d.divergence is None for _, d in rows), len(near), len(confident),
+                      worst_delta, sum(d.overlap for _, d in rows) / len(rows),
+                      [{"question": q, **dataclasses.asdict(d)} for q, d in ranked[:5]])
+
+
+def by_question(records: Mapping[Any, Mapping[str, Any]],
+                other: Mapping[Any, Mapping[str, Any]]) -> list[tuple[Any, Continuation,
+                                                                       Continuation]]:
+    """The questions both record sets hold, as comparable pairs (compact records)."""
+    common = [q for q in records if q in other]
+    return [(q, Continuation.from_compact(records[q]), Continuation.from_compact(other[q]))
+            for q in common]
+
+
+def summary(levels: Sequence[LevelDrift]) -> str:
+    return "; ".join(f"{lv.identical}/{lv.questions} identical, {lv.near_tie} near-tie and "
+                     f"{lv.confident} confident flips, max |delta| {lv.worst_delta:.3g}"
+                     for lv in levels)

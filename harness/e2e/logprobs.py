@@ -1,0 +1,68 @@
+"""The logprob pass: lm-eval's own prompts sent again to the server's completions endpoint with
+``logprobs=N``, greedy, at the level's concurrency, to record each continuation's tokens, their
+logprobs and the top-N alternatives (harness.e2e.drift compares them).
+
+A second pass, because lm-eval's ``local-completions`` asks for no logprobs; it replays exactly
+the prompt, stop sequences and token budget lm-eval used (from its ``--log_samples`` records),
+so the continuation is the one lm-eval scored.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Mapping
+
+from harness.e2e.drift import Continuation, DriftError
+
+TOP_N = 5
+DEFAULT_MAX_TOKENS = 256
+
+
+class LogprobError(RuntimeError):
+    """The server did not return logprobs for a prompt (down, malformed, or unsupported)."""
+
+
+def request_body(model: str, prompt: str, gen: Mapping[str, Any], top_n: int) -> dict:
+    """What lm-eval's local-completions sends for a generate request, plus ``logprobs``."""
+    until = gen.get("until") or []
+    return {"model": model, "prompt": prompt, "temperature": 0.0, "logprobs": top_n,
+            "max_tokens": int(gen.get("max_gen_toks") or DEFAULT_MAX_TOKENS),
+            "stop": list(until if isinstance(until, list) else [until])[:4], "seed": 1234}
+
+
+def _complete(url: str, body: dict, timeout: float) -> Continuation:
+    req = urllib.request.Request(url, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            payload = json.loads(resp.read())
+        return Continuation.from_openai(payload["choices"][0].get("logprobs"))
+    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError) as exc:
+        raise LogprobError(f"{url}: no logprobs ({type(exc).__name__}: {exc}); check that the "
+                           "server is up and serves /v1/completions with logprobs") from exc
+    except DriftError as exc:
+        raise LogprobError(f"{url}: {exc}") from exc
+
+
+def collect(base_url: str, model: str, prompts: Mapping[Any, tuple[str, Mapping[str, Any]]],
+            concurrency: int, timeout: float = 600.0, top_n: int = TOP_N) -> dict[Any, dict]:
+    """question id -> compact logprob record, ``concurrency`` requests in flight at once."""
+    url = f"{base_url.rstrip('/')}/v1/completions"
+    with concurrent.futures.ThreadPoolExecutor(max(1, concurrency)) as pool:
+        futures = {q: pool.submit(_complete, url, request_body(model, p, g, top_n), timeout)
+                   for q, (p, g) in prompts.items()}
+        return {q: f.result().compact() for q, f in futures.items()}
+
+
+def prompts_of(samples: list[dict]) -> dict[Any, tuple[str, dict]]:
+    """question id -> (prompt, generation arguments) from lm-eval's ``--log_samples`` records."""
+    out = {}
+    for rec in samples:
+        args = (rec.get("arguments") or {}).get("gen_args_0") or {}
+        if "arg_0" in args:
+            gen = args.get("arg_1")
+            out[rec["doc_id"]] = (args["arg_0"], gen if isinstance(gen, dict) else {})
+    return out
