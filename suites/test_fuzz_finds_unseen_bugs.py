@@ -126,6 +126,8 @@ def test_user_module_failure_is_reported_with_its_replay(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == EXIT_BAD, text
     assert "Fuzz verdict: FAIL" in text and "T 4" in text and "harness replay" in text
+    junit = (out / "junit.xml").read_text()
+    assert 'name="my-topk"' in junit and "<failure" in junit and "harness replay" in junit
     saved = sorted((out / "cases").glob("*.pt"))
     assert harness_main(["replay", str(saved[0]), "--impl-module", str(module),
                          "--device", "cpu"]) == EXIT_BAD

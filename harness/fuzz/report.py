@@ -1,11 +1,13 @@
-"""What a fuzz run found, for a person (``fuzz.md``, verdict first, one group per failure) and
-for tools (``fuzz.json``); each failure's case saved for ``harness replay``."""
+"""What a fuzz run found, for a person (``fuzz.md``, verdict first, one group per failure), for
+tools (``fuzz.json``) and for a CI job (``junit.xml``: a test case per target); each failure's
+case saved for ``harness replay``."""
 
 from __future__ import annotations
 
 import json
 import pathlib
 import shlex
+import xml.etree.ElementTree as ET
 
 from harness import casefile
 from harness.core.specs import get_spec
@@ -111,9 +113,33 @@ def markdown(code: int, why: str, searches: list[Search], failures: list[dict],
     return "\n".join(lines) + "\n"
 
 
+def junit(searches: list[Search], failures: list[dict]) -> str:
+    """One test case per target, failing with each shrunk failure and its replay command."""
+    suite = ET.Element("testsuite", name="harness-fuzz", tests=str(len(searches)),
+                       failures=str(sum(1 for s in searches if s.found)),
+                       errors=str(sum(1 for s in searches if s.error)),
+                       time=f"{sum(s.seconds for s in searches):.1f}")
+    for s in searches:
+        case = ET.SubElement(suite, "testcase", classname=f"fuzz.{s.op}", name=s.impl,
+                             time=f"{s.seconds:.1f}")
+        ET.SubElement(case, "system-out").text = f"{s.examples} cases judged"
+        if s.error:
+            ET.SubElement(case, "error", message=s.error)
+        mine = [f for f in failures if f["op"] == s.op and f["impl"] == s.impl]
+        if mine:
+            text = "\n".join(f"{f['output']}, {f['kind']} ({f['check']}): {f['minimal']}"
+                             + (f"\n  replay: {f['replay']}" if f["replay"] else "") for f in mine)
+            ET.SubElement(case, "failure", message=f"{len(mine)} failure(s), shrunk").text = text
+        elif not s.examples and not s.error:
+            ET.SubElement(case, "skipped", message="every drawn case was discarded: "
+                          + "; ".join(s.discarded)[:300])
+    return ET.tostring(suite, encoding="unicode")
+
+
 def write(folder: pathlib.Path, code: int, why: str, searches: list[Search],
           failures: list[dict], left_out: list[dict], settings: dict) -> pathlib.Path:
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / "junit.xml").write_text(junit(searches, failures))
     (folder / "fuzz.json").write_text(json.dumps({
         "verdict": code, "why": why, **settings,
         "targets": [{"op": s.op, "impl": s.impl, "examples": s.examples, "rounds": s.rounds,
