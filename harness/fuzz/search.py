@@ -76,7 +76,7 @@ def _failure_type(signature: tuple) -> type:
 def _harness_error(exc: BaseException) -> str | None:
     """What went wrong in the harness itself, or None when ``exc`` (or every exception in a
     group) is a failure the judge raised."""
-    parts = list(exc.exceptions) if isinstance(exc, BaseExceptionGroup) else [exc]
+    parts = list(getattr(exc, "exceptions", None) or [exc])  # an exception group, or one
     for part in parts:
         if not hasattr(part, "signature") and not type(part).__name__.startswith("Flaky"):
             return f"{type(part).__name__}: {str(part).splitlines()[0][:300] if str(part) else ''}"
