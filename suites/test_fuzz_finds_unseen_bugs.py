@@ -17,8 +17,9 @@ from harness import families
 from harness.cli import main as harness_main
 from harness.core.input_space import case_values
 from harness.core.specs import all_specs, get_spec
-from harness.fuzz import implementation_targets, search
+from harness.fuzz import implementation_targets
 from harness.fuzz.describe import describe
+from harness.fuzz.search import search
 from harness.fuzz.strategies import cases
 from harness.profiles import BASELINE_MAX_TOKENS
 from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE

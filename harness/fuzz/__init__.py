@@ -11,7 +11,9 @@ import importlib
 _FACE = {"Options": "harness.fuzz.run", "Target": "harness.fuzz.run",
          "fault_targets": "harness.fuzz.run", "implementation_targets": "harness.fuzz.run",
          "run_targets": "harness.fuzz.run", "Found": "harness.fuzz.search",
-         "Search": "harness.fuzz.search", "search": "harness.fuzz.search"}
+         "Search": "harness.fuzz.search"}
+"""``search`` itself is ``harness.fuzz.search.search``: a package attribute of that name would be
+the submodule once it is imported."""
 __all__ = sorted(_FACE)
 
 
