@@ -16,8 +16,8 @@ import pathlib
 import sys
 
 from harness.core.input_space import PROFILES as PROFILE_NAMES
-from harness.report import new_report_folder
-from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
+from harness.reports.summary import new_report_folder
+from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
 
 
 def cmd_run(args) -> int:
@@ -25,7 +25,7 @@ def cmd_run(args) -> int:
 
     from harness.core.device import configure_triton
     from harness.profiles import default_profile_name
-    from harness.report import read_meta, write_summary
+    from harness.reports.summary import read_meta, write_summary
 
     configure_triton(cpu_tensors=args.device == "cpu")
     profile = args.profile or default_profile_name()
@@ -33,8 +33,8 @@ def cmd_run(args) -> int:
     pytest_args = [str(pathlib.Path(__file__).resolve().parent.parent / "suites"),
                    "--profile", profile, "--report-dir", str(folder), "-q",
                    "-p", "no:cacheprovider"]
-    if args.ops:
-        pytest_args += ["-k", " or ".join(args.ops)]
+    for op in args.ops or []:
+        pytest_args += ["--op", op]
     for name in args.impl:
         pytest_args += ["--impl", name]
     for name in getattr(args, "require", None) or []:
@@ -54,7 +54,7 @@ def cmd_run(args) -> int:
     baseline = _baseline(args.compare_to, folder, profile)
     regressions = 0
     if baseline is not None:
-        from harness.trend import TrendError, write_trend
+        from harness.reports.trend import TrendError, write_trend
 
         try:
             _, regressions = write_trend(baseline, folder)
@@ -128,7 +128,7 @@ def default_workers(passthrough: list[str]) -> int | None:
 
 
 def _baseline(compare_to: str | None, folder: pathlib.Path, profile: str):
-    from harness.trend import previous_run
+    from harness.reports.trend import previous_run
 
     if compare_to is None:
         compare_to = "auto" if profile == "nightly" else "none"
@@ -140,10 +140,10 @@ def _baseline(compare_to: str | None, folder: pathlib.Path, profile: str):
 
 
 def cmd_report(args) -> int:
-    from harness.report import read_meta, write_summary
+    from harness.reports.summary import read_meta, write_summary
 
     if len(args.folders) > 1:
-        from harness.merge import MergeError, merge
+        from harness.reports.merge import MergeError, merge
 
         folder = new_report_folder(args.output)
         try:
@@ -169,7 +169,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from harness.trend import runs_between, write_trend
+    from harness.reports.trend import runs_between, write_trend
 
     for folder in (args.old, args.new):
         if not list(pathlib.Path(folder).glob("results*.csv")):
@@ -177,7 +177,7 @@ def cmd_compare(args) -> int:
                   "report folders written by `harness run` or the test command's --report-dir",
                   file=sys.stderr)
             return EXIT_UNTESTABLE
-    from harness.trend import TrendError
+    from harness.reports.trend import TrendError
 
     old, new = pathlib.Path(args.old), pathlib.Path(args.new)
     try:
@@ -194,26 +194,27 @@ def cmd_bisect(args) -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:
-        run_args = argparse.Namespace(
-            profile=args.profile, ops=args.ops, impl=args.impl, require=[],
-            impl_module=args.impl_module,
-            device=None, workers=None, output=tmp, compare_to="none", ab=None, fuzz=0,
-            pytest_args=["-x", "-q"] + list(args.pytest_args))
-        code = cmd_run(run_args)
+        argv = ["run", "--profile", args.profile, "--output", tmp, "--compare-to", "none",
+                "--fuzz", "0", "--ops", *args.ops]
+        argv += [f"--impl={name}" for name in args.impl]
+        argv += [f"--impl-module={mod}" for mod in args.impl_module]
+        if args.workers is not None:
+            argv += ["--workers", args.workers]
+        code = cmd_run(build_parser().parse_args(argv + ["--", "-x", "-q", *args.pytest_args]))
     print({EXIT_GOOD: "bisect verdict: good", EXIT_BAD: "bisect verdict: bad"}.get(
         code, "bisect verdict: skip (could not test)"))
     return code
 
 
 def cmd_replay(args) -> int:
-    from harness.replay import main as replay
+    from harness.cases.replay import main as replay
 
     return replay(args.files, args.impl, args.impl_module, args.device)
 
 
 def cmd_speed(args) -> int:
     """Kernel speed over time from the benchmarks' --json files: a report, never a verdict."""
-    from harness import speed
+    from harness.reports import speed
 
     try:
         df = speed.load(args.paths)
@@ -233,7 +234,7 @@ COVERAGE_PROFILES = [p for p in PROFILE_NAMES if p != "full"]
 def cmd_coverage(args) -> int:
     """The coverage table each profile's sweep would have here, from a collection of the suites
     (nothing runs); exit 1 when a declared cell of a profile is reached by no swept case."""
-    from harness import coverage
+    from harness.reports import coverage
 
     missing = []
     for profile in args.profile or COVERAGE_PROFILES:
@@ -272,12 +273,10 @@ def cmd_selftest(args) -> int:
     return EXIT_GOOD if bad.empty else EXIT_BAD
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the kernel suites and write a report")
+def _run_args(run) -> None:
     run.add_argument("--profile", choices=PROFILE_NAMES)
-    run.add_argument("--ops", nargs="+", help="only these ops (pytest -k expression terms)")
+    run.add_argument("--ops", nargs="+", metavar="OP",
+                     help="only the tests about these ops (their sweeps and suites)")
     run.add_argument("--impl", action="append", default=[], help="only these implementations")
     run.add_argument("--require", action="append", default=[], metavar="NAME",
                      help="implementation that must be judged: 'could not test' (125) with the "
@@ -298,49 +297,81 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--compare-to", help="earlier run folder for the trend, 'auto' (newest "
                      "run of the same profile; default for nightly) or 'none'")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
-    run.set_defaults(func=cmd_run)
-    rep = sub.add_parser("report", help="rebuild summary.md and report.html of a run folder, "
-                         "or merge the folders of a sweep's shards into one report")
+
+
+def _report_args(rep) -> None:
     rep.add_argument("folders", nargs="+", metavar="DIR")
     rep.add_argument("--output", help="merged report folder (default reports/<timestamp>-<id>)")
-    rep.set_defaults(func=cmd_report)
-    cmp_ = sub.add_parser("compare", help="two runs side by side; exit 1 if the new one is worse")
+
+
+def _compare_args(cmp_) -> None:
     cmp_.add_argument("old")
     cmp_.add_argument("new")
-    cmp_.set_defaults(func=cmd_compare)
-    bis = sub.add_parser("bisect", help="git-bisect-run verdict: 0 good, 1 bad, 125 skip")
-    bis.add_argument("--ops", nargs="+", required=True, help="ops whose suites decide")
+
+
+def _bisect_args(bis) -> None:
+    bis.add_argument("--ops", nargs="+", required=True, metavar="OP",
+                     help="ops whose tests decide")
+    bis.add_argument("-n", "--workers", help="pytest-xdist workers, as for run")
     bis.add_argument("--profile", default="smoke", choices=PROFILE_NAMES)
     bis.add_argument("--impl", action="append", default=[])
     bis.add_argument("--impl-module", action="append", default=[])
     bis.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
-    bis.set_defaults(func=cmd_bisect)
-    rp = sub.add_parser("replay", help="judge saved failing cases (report's cases/*.pt) again "
-                        "here: 0 pass, 1 fail, 125 could not replay")
+
+
+def _replay_args(rp) -> None:
     rp.add_argument("files", nargs="+", help="case files written by a run (<report>/cases/*.pt)")
     rp.add_argument("--impl", help="implementation to run (default: the one that failed)")
     rp.add_argument("--impl-module", action="append", default=[],
                     help="module or .py file registering the implementation (your branch)")
     rp.add_argument("--device", choices=["cuda", "cpu"])
-    rp.set_defaults(func=cmd_replay)
-    sp = sub.add_parser("speed", help="kernel speed over time from the benchmarks' --json files "
-                        "(slower/faster than the previous run on the same device; no verdict)")
+
+
+def _speed_args(sp) -> None:
     sp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR",
                     help="files written by benchmarks/*.py --json, or folders holding them")
     sp.add_argument("--output", default="reports/speed", help="folder for speed.md, speed.html, "
                     "speed.csv and the plots (default reports/speed)")
-    sp.set_defaults(func=cmd_speed)
 
-    cov = sub.add_parser("coverage", help="each profile's input-space coverage table, from a "
-                         "collection of the suites (nothing runs)")
+
+def _coverage_args(cov) -> None:
     cov.add_argument("--profile", action="append", choices=PROFILE_NAMES,
                      help="repeatable; default smoke, ci and nightly")
-    cov.set_defaults(func=cmd_coverage)
-    st = sub.add_parser("selftest", help="seeded faults must be caught, shipped kernels pass")
+
+
+def _selftest_args(st) -> None:
     st.add_argument("--profile", choices=PROFILE_NAMES)
     st.add_argument("--device", choices=["cuda", "cpu"])
     st.add_argument("--hidden", type=int)
-    st.set_defaults(func=cmd_selftest)
+
+
+COMMANDS = (
+    ("run", "run the kernel suites and write a report", _run_args, cmd_run),
+    ("report", "rebuild summary.md and report.html of a run folder, or merge the folders of a "
+     "sweep's shards into one report", _report_args, cmd_report),
+    ("compare", "two runs side by side; exit 1 if the new one is worse", _compare_args,
+     cmd_compare),
+    ("bisect", "git-bisect-run verdict: 0 good, 1 bad, 125 skip", _bisect_args, cmd_bisect),
+    ("replay", "judge saved failing cases (report's cases/*.pt) again here: 0 pass, 1 fail, "
+     "125 could not replay", _replay_args, cmd_replay),
+    ("speed", "kernel speed over time from the benchmarks' --json files (slower/faster than the "
+     "previous run on the same device; no verdict)", _speed_args, cmd_speed),
+    ("coverage", "each profile's input-space coverage table, from a collection of the suites "
+     "(nothing runs)", _coverage_args, cmd_coverage),
+    ("selftest", "seeded faults must be caught, shipped kernels pass", _selftest_args,
+     cmd_selftest),
+)
+"""The subcommands: name, help, arguments, handler. ``fuzz``, ``e2e`` and ``golden`` add
+themselves from their own packages."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, help_, add_arguments, handler in COMMANDS:
+        parser = sub.add_parser(name, help=help_)
+        add_arguments(parser)
+        parser.set_defaults(func=handler)
     from harness.e2e.cli import add_parsers
     from harness.fuzz.cli import add_parser as add_fuzz
 

@@ -50,7 +50,7 @@ class Evaluation:
 
 OBSERVERS: list[Callable[..., None]] = []
 """Called after every evaluation with keyword arguments ``spec, impl, case, check, inputs,
-reference, outputs, rows, knobs, runs``: how the pytest plugin saves failing cases (harness.casefile)
+reference, outputs, rows, knobs, runs``: how the pytest plugin saves failing cases (harness.cases.files)
 without the suites knowing."""
 
 

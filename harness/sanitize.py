@@ -30,7 +30,7 @@ def _value(text: str):
 
 def main(argv=None) -> int:
     from harness.evaluate import evaluate
-    from harness.plugins import load_impl_modules
+    from harness.impl_modules import load_impl_modules
     from harness.core.registry import get
     from harness.core.cases import Case
     from harness.core.specs import get_spec

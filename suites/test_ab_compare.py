@@ -8,7 +8,7 @@ import pytest
 from harness.core.device import default_device
 from harness.detectors import outputs_agree
 from harness.evaluate import evaluate
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 from harness.profiles import get_profile
 from harness.core.registry import records
 from harness.core.cases import Case

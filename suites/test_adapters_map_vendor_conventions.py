@@ -13,7 +13,7 @@ from harness.core import registry
 from harness.adapters import aiter, deepgemm, liger, tilelang, vllm
 from harness.adapters.base import register_adapter
 from harness.evaluate import evaluate
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 from harness.core.cases import Case
 from harness.core.specs import get_spec
 from kernels.mhc import torch as mhc_ref

@@ -10,8 +10,8 @@ import pytest
 
 from harness.subprocess_env import child_env
 
-from harness.report import write_meta
-from harness.trend import compare_runs, write_trend
+from harness.reports.summary import write_meta
+from harness.reports.trend import compare_runs, write_trend
 
 pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
 
@@ -99,7 +99,8 @@ def test_summary_says_where_the_time_went(tmp_path):
     summary lists the slowest tests with their waits for the GPU and failures' first lines."""
     from types import SimpleNamespace
 
-    from harness.durations import DurationLog, where_time_went
+    from harness.pytest_plugin.durations import DurationLog
+    from harness.reports.durations import where_time_went
 
     log = DurationLog(tmp_path)
     for nodeid, seconds, props, failed in (("t.py::fast", 0.1, [], False),

@@ -9,14 +9,15 @@ import sys
 import pytest
 import torch
 
-from harness import casefile, families
+from harness import families
+from harness.cases import files as casefile
 from harness.core import registry
 from harness.evaluate import OBSERVERS, evaluate
-from harness.replay import replay_one
-from harness.saved_cases import replay_command
+from harness.cases.replay import replay_one
+from harness.cases.saving import replay_command
 from harness.core.cases import Case
 from harness.core.specs import get_spec
-from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 CASE = Case("mhc_post", tokens=33, hidden=64)
 ENV = {"device": "cpu", "torch": torch.__version__}

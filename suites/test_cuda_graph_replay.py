@@ -12,7 +12,7 @@ capture baked into the launch is caught even where eager calls carry it too."""
 import pytest
 
 from harness.detectors import cuda_graph
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 OPS = MHC_OPS + ("top_k_per_row_decode", "indexer_k_quant_and_cache", "fp8_paged_mqa_logits",
                  "fp8_quantize_k", "fp8_quantize_q")

@@ -12,7 +12,7 @@ import pytest
 from harness import families
 from harness.core.cases import Case
 from harness.core.device import has_gpu
-from harness.core.ops import OP_NAMES
+from harness.core.ops import op_names
 from harness.core.registry import records
 from harness.core.specs import get_spec
 from harness.evaluate import evaluate
@@ -38,7 +38,7 @@ kernel stays within the fp32 bound on 300 keys and 4 heads; 2026-11-25, H100).""
 def _declarations():
     families.load()
     found = []
-    for op in OP_NAMES:
+    for op in op_names():
         for name, impl in sorted(records(op).items()):
             if not impl.available:
                 continue

@@ -7,8 +7,8 @@ under it; JUnit carries each failing test's group as a ``failure_group`` propert
 import re
 
 from harness.core.results import ResultLog
-from harness.report import write_meta, write_summary
-from harness.report_tables import failure_kind
+from harness.reports.summary import write_meta, write_summary
+from harness.reports.tables import failure_kind
 
 
 def _broken_einsum_run(folder):
@@ -61,7 +61,7 @@ def test_failure_kinds_name_what_went_wrong():
 def test_one_bug_seen_by_several_checks_is_one_group(tmp_path):
     """The same wrong mhc_post fails the accuracy suite and the dispatch-threshold detector: one
     group, naming both checks."""
-    from harness.report_tables import failure_groups
+    from harness.reports.tables import failure_groups
 
     log = ResultLog()
     for check in ("accuracy", "dispatch_thresholds"):

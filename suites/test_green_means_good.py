@@ -19,7 +19,7 @@ from harness.core.specs import get_spec
 from harness.core.tolerances import Tolerance
 from harness.evaluate import evaluate
 from harness.subprocess_env import child_env
-from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
+from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
 
 
 @pytest.mark.parametrize("meta,code,why", [
@@ -126,8 +126,8 @@ def test_e2e_without_its_data_is_untestable_and_says_what_to_do(tmp_path):
 
 
 def _shard(folder, ids, shard):
-    from harness.report import write_meta
-    from harness.shards import collected_digest
+    from harness.reports.summary import write_meta
+    from harness.pytest_plugin.shards import collected_digest
 
     class Item:
         def __init__(self, nodeid):
@@ -140,7 +140,7 @@ def _shard(folder, ids, shard):
 
 
 def test_shards_that_collected_different_tests_are_not_merged(tmp_path):
-    from harness.merge import MergeError, merge
+    from harness.reports.merge import MergeError, merge
 
     _shard(tmp_path / "a", ["t::x[torch]", "t::x[aiter]"], "1/2")
     _shard(tmp_path / "b", ["t::x[torch]"], "2/2")
@@ -149,7 +149,7 @@ def test_shards_that_collected_different_tests_are_not_merged(tmp_path):
 
 
 def _run(folder, max_abs, **environment):
-    from harness.report import write_meta
+    from harness.reports.summary import write_meta
 
     folder.mkdir()
     pd.DataFrame([{"op": "mhc_post", "impl": "triton", "case": "c", "check": "accuracy",
@@ -162,7 +162,7 @@ def _run(folder, max_abs, **environment):
 
 
 def test_trend_compares_only_one_environment_and_ignores_rounding_noise(tmp_path):
-    from harness.trend import TrendError, previous_run, write_trend
+    from harness.reports.trend import TrendError, previous_run, write_trend
 
     _run(tmp_path / "1-old", 1e-9)
     _run(tmp_path / "2-new", 2e-9)

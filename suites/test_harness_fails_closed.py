@@ -13,7 +13,7 @@ from harness.core.cases import Case
 from harness.core.ops import UnknownOpError
 from harness.core.specs import get_spec
 from harness.evaluate import evaluate
-from harness.plugins import ImplModuleError, load_impl_module
+from harness.impl_modules import ImplModuleError, load_impl_module
 from harness.core.tolerances import Tolerance
 
 TOL = Tolerance(1e-3, 1e-3, "test")
@@ -236,7 +236,7 @@ def test_a_heavy_test_has_the_gpu_to_itself(tmp_path, monkeypatch):
     locks belong to an open file, so threads here behave as xdist's worker processes do)."""
     import threading
 
-    from harness import gpu_memory
+    from harness.pytest_plugin import gpu_memory
 
     monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
     log, light_running = [], threading.Event()
@@ -293,7 +293,7 @@ def test_a_subprocess_of_a_test_runs_under_its_share(tmp_path, monkeypatch):
     import sys
     import threading
 
-    from harness import gpu_memory
+    from harness.pytest_plugin import gpu_memory
     from harness.subprocess_env import child_env
 
     monkeypatch.setattr(gpu_memory.tempfile, "gettempdir", lambda: str(tmp_path))
@@ -308,7 +308,7 @@ def test_a_subprocess_of_a_test_runs_under_its_share(tmp_path, monkeypatch):
         waiting.start()
         time.sleep(0.2)
         child = subprocess.run(
-            [sys.executable, "-c", "from harness.gpu_memory import gpu_share\n"
+            [sys.executable, "-c", "from harness.pytest_plugin.gpu_memory import gpu_share\n"
              "with gpu_share(heavy=False) as waited: print(waited)"],
             env=child_env(TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=60)
         assert child.returncode == 0 and float(child.stdout) == 0.0, child.stderr
@@ -332,3 +332,22 @@ def test_a_reference_with_undeclared_keys_is_refused():
     ref = {**spec.reference(spec.make_inputs(case)), "_context": torch.zeros(1)}
     with pytest.raises(ValueError, match="undeclared \\['_context'\\]"):
         evaluate(spec, registry.get("mhc_post", "torch"), case, ref=ref)
+
+
+def test_the_progress_line_estimates_by_earlier_durations():
+    """Tests weighed by what they took last time: one slow test left outweighs many quick
+    ones done; with no earlier run the estimate goes by count."""
+    from harness.pytest_plugin.progress import Progress
+
+    lines = []
+
+    class Reporter:
+        write_line = lines.append
+
+    ids = [f"t{i}" for i in range(10)]
+    progress = Progress(Reporter(), {**{i: 1.0 for i in ids[:9]}, "t9": 90.0})
+    progress._ids, progress._done = ids, set(ids[:9])
+    assert progress.line(9.0) == "progress: 9/10 tests (90%), 9s elapsed, about 1m30s left"
+    by_count = Progress(Reporter(), {})
+    by_count._ids, by_count._done = ids, set(ids[:5])
+    assert by_count.line(100.0).endswith("about 1m40s left")

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from harness.report import write_meta, write_summary
+from harness.reports.summary import write_meta, write_summary
 from harness.core.results import ResultLog
 from suites.browser import BROWSER, NO_BROWSER, dump_dom
 

@@ -129,3 +129,44 @@ def test_the_checks_see_a_circle_and_an_upward_import():
     assert import_cycles(graph) == [["harness.core.a", "harness.core.b", "harness.evaluate"]]
     assert layer("harness.evaluate") not in ALLOWED[layer("harness.core.b")]
     assert GRAPH["harness.families"] and "kernels" not in GRAPH["harness.families"]
+
+
+NEVER = {
+    "harness.reports": ("harness.pytest_plugin", "harness.cli"),
+    "harness.cases": ("harness.pytest_plugin", "harness.cli"),
+    "harness.e2e": ("harness.pytest_plugin", "harness.fuzz"),
+    "harness.fuzz": ("harness.pytest_plugin", "harness.e2e"),
+}
+"""Sub-layers of the engine: reports and saved cases are read by the plugin and the CLI, never
+the other way round; the E2E and fuzzing engines stand apart."""
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("package", sorted(NEVER))
+def test_engine_sub_layers_keep_apart(package):
+    bad = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if _inside(m, package)
+                 for d in deps for other in NEVER[package] if _inside(d, other))
+    assert not bad, "; ".join(bad)
+
+
+@pytest.mark.host_only
+@pytest.mark.parametrize("package", sorted(NEVER))
+def test_engine_sub_layers_keep_apart_at_run_time(package):
+    """Importing every module of the sub-layer loads none of what it must not import (imports
+    by string, which the static graph cannot see, included)."""
+    import subprocess
+    import sys
+
+    from harness.subprocess_env import child_env
+
+    modules = sorted(m for m in GRAPH if _inside(m, package))
+    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            f"print(sorted(m for m in sys.modules if any(m == o or m.startswith(o + '.') "
+            f"for o in {NEVER[package]!r})))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env=child_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout

@@ -9,7 +9,7 @@ import pytest
 
 from harness.detectors import config_invariance
 from harness.evaluate import evaluate
-from harness.core.ops import INDEXER_OPS
+from kernels.sparse_indexer.ops import INDEXER_OPS
 
 OPS = INDEXER_OPS
 

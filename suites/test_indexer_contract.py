@@ -7,7 +7,7 @@ import torch
 
 from harness.core import deferred
 from harness.evaluate import evaluate
-from harness.core.ops import INDEXER_OPS
+from kernels.sparse_indexer.ops import INDEXER_OPS
 from harness.core.registry import Implementation, records
 from harness.core.cases import Case
 from harness.core.errors import ContractError

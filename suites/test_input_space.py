@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from harness import coverage
+from harness.reports import coverage
 from harness.core.cases import Case
 from harness.core.input_space import PROFILES, Cell, InputSpace
 from harness.core.specs import all_specs, get_spec

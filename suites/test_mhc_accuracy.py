@@ -5,7 +5,7 @@ paths; cases run more than once must repeat their bits (harness.detectors.determ
 import pytest
 
 from harness.evaluate import evaluate
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 OPS = MHC_OPS
 

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.detectors import config_invariance
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 OPS = MHC_OPS
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from harness.detectors import outputs_agree
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 from harness.core.registry import implementations
 from harness.core.specs import get_spec
 from kernels.mhc.validate import ContractError

@@ -5,7 +5,7 @@ import pytest
 
 from harness.core.device import triton_interpreted
 from harness.detectors import precision_growth
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 OPS = MHC_OPS
 

@@ -5,7 +5,7 @@ allocates (compute-sanitizer memcheck, which must flag a seeded kernel that does
 import pytest
 
 from harness.detectors import poison
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 OPS = MHC_OPS
 

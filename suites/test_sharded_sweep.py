@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from harness.shards import ShardError, parse
+from harness.pytest_plugin.shards import ShardError, parse
 from harness.subprocess_env import child_env
 
 pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses

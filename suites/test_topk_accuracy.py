@@ -7,7 +7,7 @@ import pytest
 
 from harness.detectors import config_invariance
 from harness.evaluate import evaluate
-from harness.core.ops import TOPK_OPS
+from kernels.topk.ops import TOPK_OPS
 
 OPS = TOPK_OPS
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from harness.evaluate import evaluate
-from harness.core.ops import TOPK_OPS
+from kernels.topk.ops import TOPK_OPS
 from harness.core.cases import Case
 from kernels.topk.compare import compare_topk
 from kernels.topk import torch as topk_ref

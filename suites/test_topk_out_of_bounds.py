@@ -8,7 +8,7 @@ import torch
 
 from harness import sanitize
 from harness.evaluate import evaluate
-from harness.core.ops import TOPK_OPS
+from kernels.topk.ops import TOPK_OPS
 from harness.core.device import triton_interpreted
 from harness.core.registry import implementations, records
 from harness.profiles import INTERPRETER_MAX_TOKENS

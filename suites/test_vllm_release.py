@@ -12,7 +12,7 @@ from harness import adapters, families
 from harness.core import registry
 from harness.adapters.vllm import ENTRY_NAMES, MHC_BACKENDS, MHC_MODULE
 from harness.core.device import has_gpu
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None
                                 or "vllm" not in adapters.selected(),
@@ -60,7 +60,7 @@ def test_compiled_entries_name_the_missing_symbol_on_a_cpu_torch(mhc_module):
 
 
 def test_vllm_version_and_commit_are_in_the_report_environment():
-    from harness.report import environment
+    from harness.reports.summary import environment
 
     env = environment()
     assert env["vllm"] not in ("absent", "") and env.get("vllm_commit"), env

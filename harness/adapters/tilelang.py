@@ -11,7 +11,7 @@ import importlib
 import os
 
 from harness.adapters.base import TF32_GEMM, TF32_OPS, Adapter
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 def discover():
     importlib.import_module("tilelang")

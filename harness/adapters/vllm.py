@@ -26,7 +26,7 @@ from harness.adapters.deepgemm import LOGITS_OPS, deepgemm_logits
 from harness.adapters.signature import bind_by_name
 from harness.adapters.vllm_sparse import (COST_LIMITS, DECLARED, DEVIATIONS, SPARSE_ENTRIES,
                                           UNSUPPORTED, bind_sparse, discover_sparse)
-from harness.core.ops import MHC_OPS
+from kernels.mhc.ops import MHC_OPS
 
 MHC_MODULE = "vllm.model_executor.kernels.mhc"
 MHC_BACKENDS = ("torch", "cpu", "triton", "tilelang", "aiter")

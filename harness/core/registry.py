@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping
 
+from harness.core import ops
 from harness.core.ops import check_op
 
 REFERENCE = "torch"
@@ -208,6 +209,7 @@ def use_loader(load: Callable[[], None]) -> None:
     families, the vendor adapters). The core itself knows no family."""
     global _LOADER
     _LOADER = load
+    ops.use_loader(load)
 
 
 def ensure_loaded() -> None:

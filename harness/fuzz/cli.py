@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     from harness.core.device import configure_triton
-    from harness.report import new_report_folder
+    from harness.reports.summary import new_report_folder
 
     configure_triton(cpu_tensors=args.device == "cpu")
     folder = new_report_folder(args.output)
@@ -59,9 +59,9 @@ def fuzz(folder: pathlib.Path, *, ops=None, impls=(), impl_modules=(), faults=No
     from harness.core.registry import records
     from harness.fuzz import report
     from harness.fuzz.run import Options, fault_targets, implementation_targets, run_targets
-    from harness.plugins import ImplModuleError, load_impl_modules
-    from harness.report import environment
-    from harness.verdict import EXIT_UNTESTABLE
+    from harness.impl_modules import ImplModuleError, load_impl_modules
+    from harness.reports.summary import environment
+    from harness.reports.verdict import EXIT_UNTESTABLE
 
     families.load()
     try:

@@ -22,7 +22,7 @@ from harness.core.results import result_row
 from harness.core.specs import OpSpec
 from harness.detectors import PER_CASE, per_case_check
 from harness.evaluate import evaluate
-from harness.report_tables import failure_kind
+from harness.reports.tables import failure_kind
 
 EVALUATED = ("accuracy", "dispatch_thresholds", "inputs_unchanged", "determinism")
 """Detectors whose check the evaluation of a drawn case already makes."""

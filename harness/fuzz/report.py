@@ -9,11 +9,11 @@ import pathlib
 import shlex
 import xml.etree.ElementTree as ET
 
-from harness import casefile
+from harness.cases import files as casefile
 from harness.core.specs import get_spec
 from harness.fuzz.describe import describe
 from harness.fuzz.search import Search
-from harness.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 
 def _save(folder: pathlib.Path, search: Search, found, impl, environment: dict) -> str:

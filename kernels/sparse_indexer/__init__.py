@@ -1,7 +1,7 @@
 """Sparse-attention indexer: fp8 quantisation, the packed K cache, MQA logits (prefill, paged)."""
 
 from harness.core.family import Family
-from harness.core.ops import INDEXER_OPS
+from kernels.sparse_indexer.ops import INDEXER_OPS
 from kernels.sparse_indexer import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
 
 FAMILY = Family(name="sparse_indexer", ops=INDEXER_OPS, faults=faults.FAULTS,

@@ -1,7 +1,7 @@
 """Top-k per row (sparse-attention index selection): prefill (ragged windows) and decode."""
 
 from harness.core.family import Family
-from harness.core.ops import TOPK_OPS
+from kernels.topk.ops import TOPK_OPS
 from kernels.topk import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
 
 FAMILY = Family(name="topk", ops=TOPK_OPS, faults=faults.FAULTS,

@@ -1,0 +1,27 @@
+"""The harness's pytest plugin (``pytest_plugins = ["harness.pytest_plugin"]`` in conftest.py),
+one module per job:
+
+- :mod:`~harness.pytest_plugin.options`: options, their validation, markers, the run's setup;
+- :mod:`~harness.pytest_plugin.sweep`: suites' ``sweep`` markers expanded into ``target``s;
+- :mod:`~harness.pytest_plugin.selection`: ``--impl``, ``--shard``, ordering, GPU-only skips;
+- :mod:`~harness.pytest_plugin.gpu_sharing`: one GPU shared by xdist workers;
+- :mod:`~harness.pytest_plugin.recording`: result rows, tallies, the report folder at the end;
+- :mod:`~harness.pytest_plugin.progress`: tests done, time elapsed and left, every half minute;
+- :mod:`~harness.pytest_plugin.durations` and :mod:`harness.cases.saving`: registered with a
+  report folder, one writes durations.csv, the other saves failing cases for replay.
+"""
+
+from harness.pytest_plugin.recording import OOM_MARKERS  # noqa: F401  (names of the one-file plugin)
+from harness.pytest_plugin.selection import (CASE_PROPERTY, COLLECTED,  # noqa: F401
+                                             heavy_last, implementations_of)
+from harness.pytest_plugin.sweep import (AXES, LARGE_CASE_ELEMENTS, Target,  # noqa: F401
+                                         _memory_marks)
+
+pytest_plugins = [
+    "harness.pytest_plugin.options",
+    "harness.pytest_plugin.sweep",
+    "harness.pytest_plugin.selection",
+    "harness.pytest_plugin.gpu_sharing",
+    "harness.pytest_plugin.recording",
+    "harness.pytest_plugin.progress",
+]

@@ -1,0 +1,186 @@
+"""What a run records: result rows (the ``record`` fixture), per-implementation tallies on
+``config.stash`` (cases run, failures, out-of-memory failures, skipped cases), and at the end
+the report folder's run.json and summary (``--report-dir``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import pathlib
+
+import pytest
+
+from harness.core import deferred
+from harness.core import device as harness_device
+from harness.core.registry import records
+from harness.core.results import SESSION
+from harness.profiles import get_profile
+from harness.pytest_plugin.context import report_dir, xdist_worker
+from harness.pytest_plugin.selection import CASE_PROPERTY, COLLECTED
+from harness.pytest_plugin.sweep import Target
+
+OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "HIP out of memory")
+
+
+@dataclasses.dataclass
+class Tally:
+    """Outcome tallies for the verdict: cases run per implementation; failures that are the
+    machine's (out of memory) rather than the kernel's; skipped sweep cases."""
+    ran: dict = dataclasses.field(default_factory=dict)
+    failed: list = dataclasses.field(default_factory=list)
+    out_of_memory: list = dataclasses.field(default_factory=list)
+    skipped_cases: list = dataclasses.field(default_factory=list)
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed and any(m in str(report.longrepr) for m in OOM_MARKERS):
+            self.out_of_memory.append(report.nodeid)
+        elif report.failed:
+            self.failed.append(report.nodeid)
+        if report.when == "call" and not report.skipped:
+            for key, value in report.user_properties:
+                if key == "impl":
+                    self.ran[value] = self.ran.get(value, 0) + 1
+        if report.skipped and not hasattr(report, "wasxfail"):
+            case = dict(report.user_properties).get(CASE_PROPERTY)
+            if case:
+                reason = (report.longrepr[2] if isinstance(report.longrepr, tuple)
+                          else str(report.longrepr))
+                self.skipped_cases.append({**json.loads(case),
+                                           "reason": str(reason).removeprefix("Skipped: ")})
+
+
+TALLY = pytest.StashKey[Tally]()
+STARTED = pytest.StashKey[datetime.datetime]()
+
+
+def pytest_configure(config):
+    config.stash[TALLY] = Tally()
+    config.pluginmanager.register(config.stash[TALLY], "harness-tally")
+
+
+@pytest.fixture(autouse=True)
+def _device_errors_read_by_their_test():
+    """Every test ends with its calls' device-checked errors read (``deferred``)."""
+    yield
+    deferred.raise_left_behind()
+
+
+@pytest.fixture
+def device(request) -> str:
+    """The device the run targets (``--device``, else CUDA when present, else CPU)."""
+    return request.config.getoption("device") or harness_device.default_device()
+
+
+@pytest.fixture
+def record(request):
+    """Append result rows (dicts) to the session's result log, each with the test's node id (the
+    report turns it into the command that reproduces only that test)."""
+    test = f"{request.config.rootpath}/{request.node.nodeid}"
+    counted = {value for key, value in request.node.user_properties if key == "impl"}
+
+    def extend(rows):
+        rows = [{**row, "test": test} for row in rows]
+        for group in _failure_groups(rows):
+            if ("failure_group", group) not in request.node.user_properties:
+                request.node.user_properties.append(("failure_group", group))
+        for impl in sorted({str(r["impl"]) for r in rows if r.get("impl")} - counted):
+            # Rows of an implementation count as that implementation having run (a suite that
+            # runs vLLM's own code, not through a sweep target, still counts for --impl vllm).
+            request.node.user_properties.append(("impl", impl))
+            counted.add(impl)
+        SESSION.extend(rows)
+    return extend
+
+
+def _failure_groups(rows) -> list[str]:
+    """The cause groups of the failing rows (reports.tables.failure_groups' key), carried into
+    JUnit as ``failure_group`` properties so a CI page can group failures too."""
+    from harness.reports.tables import SEEDED_FAULT_PREFIX, failure_kind
+
+    return sorted({f"{r.get('impl')} / {r.get('op')} / {str(r.get('output')).split('/')[0]}: "
+                   f"{failure_kind(r)}" for r in rows if r.get("verdict") == "fail"
+                   and not str(r.get("impl", "")).startswith(SEEDED_FAULT_PREFIX)})
+
+
+def pytest_runtest_setup(item):
+    """Tag each sweep test with its implementation, so the controller (also under xdist) can
+    count what every implementation actually ran."""
+    target = getattr(item, "callspec", None) and item.callspec.params.get("target")
+    if isinstance(target, Target):
+        item.user_properties.append(("impl", target.impl.name))
+
+
+def _say_notices(config) -> None:
+    """What the vendor adapters found about this machine's packages, once, by the controller."""
+    from harness.adapters.base import NOTICES
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or xdist_worker(config) is not None:
+        return
+    for line in NOTICES:
+        reporter.write_line(f"note: {line}")
+
+
+def pytest_sessionstart(session):
+    session.config.stash[STARTED] = datetime.datetime.now()
+    _say_notices(session.config)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    folder = report_dir(config)
+    if folder is None:
+        return
+    worker = xdist_worker(config)
+    if len(SESSION):
+        SESSION.write(folder, stem=f"results-{worker}" if worker else "results")
+    if worker:
+        return
+    from harness.reports.summary import write_meta, write_summary
+
+    started = config.stash.get(STARTED, datetime.datetime.now())
+    tally = config.stash[TALLY]
+    profile = get_profile(config.getoption("profile")).name
+    write_meta(folder, profile=profile, pytest_exit=int(exitstatus),
+               started=started.isoformat(),
+               seconds=(datetime.datetime.now() - started).total_seconds(),
+               argv=list(config.invocation_params.args),
+               cwd=str(config.invocation_params.dir),
+               cases_run=dict(tally.ran), out_of_memory=list(tally.out_of_memory),
+               failed=list(tally.failed), impl_wanted=config.getoption("impl") or [],
+               skipped_cases=list(tally.skipped_cases),
+               impl_required=_required(config),
+               collected=_collected(config, folder),
+               shard=config.getoption("shard"))
+    write_summary(folder, profile=profile, pytest_exit=int(exitstatus))
+
+
+def _collected(config, folder: pathlib.Path) -> str | None:
+    """A sharded run's digest of the collected test ids (its ids in ``collected.txt``, so a
+    merge can name what differs between shards)."""
+    digest, ids = config.stash.get(COLLECTED, (None, ()))
+    if digest is not None:
+        (folder / "collected.txt").write_text("\n".join(ids) + "\n")
+    return digest
+
+
+def _required(config) -> dict[str, str]:
+    """``--require`` names -> why each cannot run here ("" when it can)."""
+    from harness.core.ops import op_names
+
+    found: dict[str, list] = {}
+    for op in op_names():
+        for name, impl in records(op).items():
+            found.setdefault(name, []).append(impl)
+    why = {}
+    for name in config.getoption("require") or []:
+        impls = found.get(name, [])
+        if not impls:
+            why[name] = (f"{name} is not registered on this machine (its package or adapter did "
+                         "not load: see 'Not run here'; --impl-module loads a module)")
+        elif not any(i.available for i in impls):
+            why[name] = f"{name} cannot run here: {impls[0].reason}"
+        else:
+            why[name] = ""
+    return why

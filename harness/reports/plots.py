@@ -1,0 +1,113 @@
+"""Figures of a run (matplotlib, Agg): the large-token precision picture and the batch picture."""
+
+from __future__ import annotations
+
+import pathlib
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def _grid(n: int):
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)
+
+
+def _panels(df: pd.DataFrame, value: str, title: str, ylabel: str, path: pathlib.Path,
+            limit: float | None = None, x: str = "tokens") -> pathlib.Path | None:
+    """One panel per (op, output), one line per implementation (its worst value per ``x``).
+    The y axis is symmetric-log so that exact zeros are drawn at zero, not at a floor; ``limit``
+    (the failing line) is drawn in red."""
+    df = df[df[value].notna() & (pd.to_numeric(df[x], errors="coerce") > 0)]
+    if df.empty:
+        return None
+    panels = sorted(df.groupby(["op", "output"]).groups)
+    fig, axes = _grid(len(panels))
+    positive = pd.to_numeric(df[value], errors="coerce")
+    floor = float(positive[positive > 0].min()) if (positive > 0).any() else 1e-3
+    for ax, (op, output) in zip(axes, panels):
+        sub = df[(df["op"] == op) & (df["output"] == output)]
+        for impl, g in sub.groupby("impl"):
+            series = g.groupby(x)[value].max().sort_index()
+            ax.plot(series.index, series.values, marker="o", ms=3, label=str(impl))
+        if limit is not None:
+            ax.axhline(limit, color="tab:red", ls="--", lw=1, label=f"fails above {limit:g}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("symlog", linthresh=min(floor, limit or floor))
+        top = max(float(pd.to_numeric(sub[value], errors="coerce").max()), limit or 0.0)
+        ax.set_ylim(bottom=0, top=top * 3 if top > 0 else 1.0)
+        ax.set_title(f"{op}: {output}", fontsize=10)
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def make_plots(df: pd.DataFrame, folder: pathlib.Path) -> list[pathlib.Path]:
+    """PNG files written into ``folder``; absent data gives no figure."""
+    from harness.detectors.precision_growth import GROWTH
+
+    made = []
+    shipped = df[~df["impl"].astype(str).str.startswith("fault-")]
+    acc = shipped[shipped["check"] == "accuracy"]
+    if "tol_used" in acc:
+        made.append(_panels(acc, "tol_used", "Share of the tolerance used vs token count "
+                            "(1.0 = at the limit)", "error / tolerance",
+                            folder / "tolerance_used_vs_tokens.png", limit=1.0))
+    growth = shipped[shipped["check"] == "precision_growth"]
+    if "p99_growth" in growth:
+        made.append(_panels(growth, "p99_growth", "Per-token p99 error relative to the small-T "
+                            "baseline (large-token precision)", "p99 / baseline p99",
+                            folder / "precision_growth.png", limit=GROWTH))
+    topk = acc[acc["op"].astype(str).str.startswith("top_k") & acc["rows"].notna()] \
+        if "rows" in acc else acc.iloc[0:0]
+    if not topk.empty:
+        rate = topk.assign(fail_rate=(topk["verdict"] != "pass").astype(float))
+        made.append(_panels(rate, "fail_rate", "Top-k failing fraction vs rows per call "
+                            "(batch size / concurrency)", "failing fraction",
+                            folder / "topk_vs_rows.png", x="rows"))
+    return [p for p in made if p is not None]
+
+
+def e2e_accuracy(levels: list[dict], golden: dict | None, path: pathlib.Path) -> pathlib.Path:
+    """Accuracy per concurrency level (95% error bars) against the golden's 95% band."""
+    from harness.e2e.golden import METRICS
+
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(6 * len(METRICS), 4), squeeze=False)
+    ok = [lv for lv in levels if not lv.get("error")]
+    for ax, metric in zip(axes[0], METRICS):
+        xs = [str(lv["level"]) for lv in ok]
+        ys = [lv["metrics"][metric]["acc"] for lv in ok]
+        err = [1.96 * (lv["metrics"][metric]["stderr"] or 0.0) for lv in ok]
+        colors = ["tab:red" if lv["verdict"] == "regression" else "tab:blue" for lv in ok]
+        if golden and metric in golden["metrics"]:
+            g = golden["metrics"][metric]
+            se = g.get("stderr") or (g["acc"] * (1 - g["acc"]) / g["n"]) ** 0.5
+            ax.axhspan(g["acc"] - 1.96 * se, g["acc"] + 1.96 * se, color="tab:green", alpha=0.2,
+                       label=f"golden {golden['name']} (95%)")
+            ax.axhline(g["acc"], color="tab:green")
+        if xs:
+            ax.errorbar(xs, ys, yerr=err, fmt="none", ecolor="gray", capsize=4)
+            ax.scatter(xs, ys, c=colors, zorder=3, label="run (red: regression)")
+        for lv in levels:
+            if lv.get("error"):
+                ax.annotate(f"c{lv['level']}: error", xy=(0.02, 0.02), xycoords="axes fraction",
+                            color="tab:red")
+        ax.set(title=f"GSM8K {metric}", xlabel="client concurrency", ylabel="accuracy")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,243 @@
+"""A run folder's reports: the Markdown summary (what ran, what failed worst first, what could not
+run and why, the environment) and the HTML page with plots. ``harness report DIR`` rebuilds both
+from the saved results."""
+
+from __future__ import annotations
+
+import datetime
+import glob
+import importlib.metadata
+import json
+import pathlib
+import subprocess
+import uuid
+
+import pandas as pd
+
+from harness.reports import coverage, tables as report_tables
+from harness.core import device
+from harness.reports.durations import where_time_went
+from harness.core.registry import unavailable
+from harness.core.results import KNOWN_DEVIATION
+from harness.reports.verdict import run_verdict
+
+
+def environment() -> dict[str, str]:
+    info = device.describe()
+    info["cpu"] = _cpu_model()
+    for pkg in ("vllm", "aiter", "lm-eval", "liger-kernel"):
+        try:
+            info[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            info[pkg] = "absent"
+    if info["vllm"] != "absent":
+        info["vllm_commit"] = _vllm_commit()
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    info["git_commit"] = _run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]) or "unknown"
+    if device.has_gpu():
+        info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version",
+                               "--format=csv,noheader"]) or "unknown"
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def _vllm_commit() -> str:
+    """The commit vLLM was built from (its ``_version.py``), read without importing vLLM."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return "unknown"
+    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "_version.py"
+    found = re.search(r"__commit_id__\s*=\s*commit_id\s*=\s*['\"]([^'\"]+)",
+                      path.read_text()) if path.exists() else None
+    return found.group(1) if found else "unknown"
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def write_meta(folder: pathlib.Path, **meta) -> None:
+    (folder / "run.json").write_text(json.dumps({**meta, "environment": environment()}, indent=1))
+
+
+def read_meta(folder: pathlib.Path) -> dict:
+    path = folder / "run.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def load_results(folder: pathlib.Path) -> pd.DataFrame:
+    files = sorted(glob.glob(str(folder / "results*.csv")))
+    if not files:
+        return pd.DataFrame()
+    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+
+
+def fuzz_section(folder: pathlib.Path) -> list[str]:
+    """The fuzzing after the sweep (``fuzz/fuzz.json``): its verdict and each shrunk failure."""
+    path = folder / "fuzz" / "fuzz.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    head = {0: "PASS", 1: "FAIL"}.get(data.get("verdict"), "COULD NOT TEST")
+    lines = ["## Fuzzing after the sweep", "",
+             f"{head}: {data.get('why', '')} (budget {data.get('minutes')} min, seed "
+             f"{data.get('seed')}; fuzz/fuzz.md)", ""]
+    for f in data.get("failures", []):
+        lines.append(f"- **{f['op']} / {f['impl']}**, `{f['output']}`, {f['kind']}: {f['minimal']}")
+        if f.get("replay"):
+            lines.append(f"  - replay: `{f['replay']}`")
+    return lines + [""]
+
+
+def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathlib.Path:
+    """``summary.md`` and ``report.html``: the same findings, for a terminal and a browser."""
+    df = load_results(folder)
+    meta = read_meta(folder)
+    code, why = run_verdict(int(pytest_exit), meta)
+    fuzzed = folder / "fuzz" / "fuzz.json"
+    if code != 125 and fuzzed.exists() and json.loads(fuzzed.read_text()).get("verdict") == 1:
+        code, why = 1, (why + "; " if code == 1 else "") + "fuzzing: " + json.loads(
+            fuzzed.read_text()).get("why", "")
+    verdict = {0: "PASS", 1: "FAIL"}.get(code, "COULD NOT TEST")
+    lines = [f"# Verdict: {verdict} (profile `{profile}`)", "", why, ""]
+    modules, wanted = _run_option(folder, "--impl-module"), set(_run_option(folder, "--impl"))
+    missing = {key: reason for key, reason in unavailable().items()
+               if not wanted or key[1] in wanted}
+    if not df.empty:
+        lines += report_tables.self_check(df)
+        lines += report_tables.failures(df, profile, modules, folder / "cases")
+    shown = df[df["impl"].isin(wanted)] if wanted and not df.empty else df
+    lines += report_tables.matrix(shown, missing) if not shown.empty or missing else []
+    deviations = _known_deviations(df) if not df.empty else []
+    cases = _saved_cases(folder)
+    lines += deviations + cases
+    cov = coverage.table(df, meta.get("skipped_cases") or [], profile)
+    lines += coverage.markdown(cov, profile)
+    not_run = []
+    if missing:
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for (op, name), reason in sorted(missing.items()):
+            grouped.setdefault((name, reason), []).append(op)
+        not_run = [f"{name} ({', '.join(ops)}): {reason}" for (name, reason), ops in grouped.items()]
+        lines += ["## Not run here", ""] + [f"- {line}" for line in not_run] + [""]
+    lines += fuzz_section(folder)
+    lines += where_time_went(folder)
+    env = meta.get("environment") or environment()
+    lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in env.items()]
+    trend = folder / "trend.md"
+    if trend.exists():
+        lines += ["", trend.read_text()]
+    path = folder / "summary.md"
+    path.write_text("\n".join(lines) + "\n")
+    impls, ops, cells = report_tables.matrix_cells(shown, missing) if not shown.empty or missing \
+        else ([], [], {})
+    self_check = report_tables.self_check(df) if not df.empty else []
+    write_html(folder, df, {
+        "verdict": verdict, "verdict_class": {0: "pass", 1: "fail"}.get(code, "untestable"),
+        "why": why, "profile": profile, "seconds": meta.get("seconds"),
+        "started": meta.get("started", ""),
+        "self_check": self_check[0].replace("**", "") if self_check else "",
+        "impls": impls, "ops": ops, "cells": cells,
+        "failure_groups": report_tables.failure_groups(df, profile, modules, folder / "cases"),
+        "coverage": cov, "coverage_gaps": coverage.gaps(cov),
+        "lists": [("Known deviations (third-party, documented; not failures)",
+                   [line[2:] for line in deviations if line.startswith("- ")]),
+                  ("Saved failing cases (replay on any machine, exit 0/1/125)",
+                   [line[2:].replace("`", "") for line in cases if line.startswith("- ")]),
+                  ("Not run here", not_run)],
+        "environment": env})
+    return path
+
+
+def _run_option(folder: pathlib.Path, flag: str) -> list[str]:
+    """The values the run was given for a repeatable pytest option (from run.json's argv);
+    ``--impl-module`` paths made absolute against the run's working directory."""
+    meta = read_meta(folder)
+    argv = meta.get("argv", [])
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+    if flag == "--impl-module" and meta.get("cwd"):
+        values = [str(pathlib.Path(meta["cwd"]) / v) if v.endswith(".py") else v for v in values]
+    return values
+
+
+def _saved_cases(folder: pathlib.Path) -> list[str]:
+    """The failing cases saved for ``harness replay`` (and those over the run's size budget)."""
+    cases = folder / "cases"
+    saved = sorted(cases.glob("*.pt")) if cases.is_dir() else []
+    skipped = (cases / "not_saved.txt").read_text().splitlines() \
+        if (cases / "not_saved.txt").exists() else []
+    if not saved and not skipped:
+        return []
+    extra = "".join(f" --impl-module {m}" for m in _run_option(folder, "--impl-module"))
+    lines = ["## Saved failing cases (replay on any machine, exit 0/1/125)", ""]
+    lines += [f"- `harness replay {p}{extra}`" for p in saved[:50]]
+    if len(saved) > 50:
+        lines.append(f"- ... and {len(saved) - 50} more in {cases}")
+    lines += [f"- not saved: {line}" for line in skipped]
+    return lines + [""]
+
+
+def _known_deviations(df: pd.DataFrame) -> list[str]:
+    """Third-party disagreements with the contract that the adapters document: counted apart
+    from failures (their tests are strict xfails), each with its reason."""
+    if "known_deviation" not in df.columns:
+        return []
+    known = df[df["verdict"] == KNOWN_DEVIATION]
+    if known.empty:
+        return []
+    lines = ["## Known deviations from the contract (third-party, documented; not failures)", ""]
+    for (impl, op, reason), rows in known.groupby(["impl", "op", "known_deviation"]):
+        lines.append(f"- {impl} / {op}: {len(rows)} comparison(s). {reason}")
+    return lines + [""]
+
+
+def write_html(folder: pathlib.Path, df: pd.DataFrame, page: dict) -> pathlib.Path:
+    """``report.html`` from ``templates/report.html`` (Jinja2, autoescaped): the verdict, the
+    coloured implementation x op matrix, collapsible failures with their reproduce command,
+    the plots and the environment."""
+    import jinja2
+
+    from harness.reports.plots import make_plots
+
+    plots = make_plots(df, folder) if not df.empty else []
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.reports", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    html = env.get_template("report.html").render(
+        **page, plots=[{"file": p.name, "title": p.stem.replace("_", " ")} for p in plots])
+    path = folder / "report.html"
+    path.write_text(html)
+    return path
+
+
+def new_report_folder(output: str | None) -> pathlib.Path:
+    if output:
+        folder = pathlib.Path(output)
+    else:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        folder = pathlib.Path("reports") / f"{stamp}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    latest = folder.parent / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(folder.name)
+    except OSError:
+        pass
+    return folder
