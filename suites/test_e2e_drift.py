@@ -117,3 +117,97 @@ def test_logprob_pass_against_a_dead_server_names_the_fix():
 
     with pytest.raises(LogprobError, match="serves /v1/completions with logprobs"):
         collect(f"http://127.0.0.1:{_free_port()}", "m", {0: ("p", {})}, 1, timeout=2)
+
+
+def _level(records, level=1, **extra):
+    per_q = [{"doc_id": int(q), "strict-match": 0, "flexible-extract": 0, "response": "x"}
+             for q in records]
+    metrics = {m: {"acc": 0.0, "stderr": 0.0} for m in ("strict-match", "flexible-extract")}
+    return {"level": level, "n": len(per_q), "per_question": per_q, "metrics": metrics,
+            "logprobs": records, **extra}
+
+
+def _golden(records=None, **judge):
+    from harness.e2e.golden import validate
+
+    level = _level(records or {"0": BASE.compact()})
+    return validate({"name": "g", "model": "m", "server": {"kind": "llama-cpp"}, "hardware": "",
+                     "date": "2026-11-26", "source": "test", "task": {"num_fewshot": 1},
+                     "metrics": {m: {"acc": 0.0, "n": level["n"]} for m in level["metrics"]},
+                     "per_question": level["per_question"], "logprobs": records,
+                     "judge": judge})
+
+
+def test_an_accuracy_only_golden_says_drift_was_not_judged_and_why():
+    from harness.e2e.judge import judge_level
+
+    gold = _golden(None)
+    gold.pop("logprobs")
+    run = _level({"0": BASE.compact()})
+    j = judge_level(run, gold, run, drift_limits={"golden": LIMITS, "level": LIMITS})
+    assert any("golden carries no logprobs (an accuracy-only reference" in b for b in j.basis), j.basis
+    assert j.verdict == "inconclusive", "nothing vouches: 1 question, no exact outputs, no drift"
+
+
+def test_drift_against_a_foreign_golden_vouches_for_a_level_and_flags_a_moved_one():
+    from harness.e2e.judge import judge_level
+
+    gold = _golden({"0": BASE.compact()})
+    same = judge_level(_level({"0": BASE.compact()}), gold, None, drift_limits={"golden": LIMITS})
+    assert same.verdict == "pass" and same.drift[0]["identical"] == 1, same.reasons
+    moved = _cont(BASE.tokens, [-0.5, -0.2, -0.3], BASE.top)
+    j = judge_level(_level({"0": moved.compact()}), gold, None, drift_limits={"golden": LIMITS})
+    assert j.verdict == "regression" and "logprob drift vs golden" in j.reasons[0]
+
+
+def test_a_level_without_logprobs_is_judged_without_drift_and_says_so():
+    from harness.e2e.judge import judge_level
+
+    gold = _golden({"0": BASE.compact()})
+    run = _level({}, logprobs_error="the server returned no logprobs")
+    run.pop("logprobs")
+    j = judge_level(run, gold, None, drift_limits={"golden": LIMITS})
+    assert any("this run has no logprobs (the server returned no logprobs)" in b
+               for b in j.basis), j.basis
+
+
+def test_a_golden_may_carry_its_own_limits_and_bad_ones_are_refused():
+    from harness.e2e.drift import MEASURED, limits_for
+    from harness.e2e.golden import GoldenError
+
+    own = _golden(None, drift={"near_tie": 0.2, "max_delta": 0.3, "max_confident_share": 0.1})
+    assert limits_for("llama-cpp", "another build", own).max_delta == 0.3
+    assert limits_for("llama-cpp", "same build", _golden(None)) == MEASURED[("llama-cpp", "same build")]
+    with pytest.raises(GoldenError, match="judge.drift: unknown key"):
+        _golden(None, drift={"near": 0.2})
+    with pytest.raises(GoldenError, match=r"logprobs\['0'\]: malformed"):
+        _golden({"0": {"t": ["a"]}})
+
+
+def test_drift_against_another_build_flags_gross_drift_but_cannot_vouch():
+    """Another llama.cpp build moves logprobs as much as a q8_0 K cache (docs/e2e-drift.md):
+    within its limits a level is not vouched for (inconclusive, saying why), beyond them it is
+    a regression."""
+    from harness.e2e.drift import MEASURED, OTHER_BUILD
+    from harness.e2e.judge import judge_level
+
+    other = MEASURED[("llama-cpp", OTHER_BUILD)]
+    gold = _golden({"0": BASE.compact()})
+    moved = _cont(BASE.tokens, [-0.3, -0.2, -0.3], BASE.top)
+    j = judge_level(_level({"0": moved.compact()}), gold, None, drift_limits={"golden": other})
+    assert j.verdict == "inconclusive" and j.drift[0]["verdict"] == "pass", j.reasons
+    assert any("cannot vouch" in b for b in j.basis), j.basis
+    gross = _cont(BASE.tokens, [-2.5, -0.2, -0.3], BASE.top)
+    j = judge_level(_level({"0": gross.compact()}), gold, None, drift_limits={"golden": other})
+    assert j.verdict == "regression" and "moved by 2.4" in j.reasons[0]
+
+
+def test_same_build_means_the_same_arithmetic_not_the_same_cpu():
+    from harness.e2e.fingerprint import same_build
+
+    here = {"server_kind": "llama-cpp", "server_version": "0.3.36", "model_sha256": "ab",
+            "gpu": "none", "system_info": "CPU : AVX2 = 1", "cpu": "Xeon", "cpu_count": "2"}
+    assert same_build(here, {**here, "cpu": "EPYC", "cpu_count": "64"})
+    assert not same_build(here, {**here, "system_info": "CPU : AVX2 = 1 | AVX512 = 1"})
+    assert not same_build(here, {**here, "server_version": "unknown"})
+    assert not same_build(None, here)

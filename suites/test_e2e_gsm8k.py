@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
 GOLDEN = "smollm2-135m-q4_1-llamacpp-5shot-first20"
 LIMIT = 4
-"""Questions per run of the local-golden test, 1-shot: a 5-shot prompt (~1100 tokens) costs ~10 s
+"""Questions per run of the local-golden tests, 1-shot: a 5-shot prompt (~1100 tokens) costs ~10 s
 a question on a 2-core CPU, a 1-shot one a third of that. The q8_0 K cache changes 3 of these 4
 greedy outputs with the portable llama.cpp build; sampling changes all 4."""
 FAKE = str(pathlib.Path(__file__).with_name("fake_openai_server.py"))
@@ -46,8 +46,9 @@ def _summary(folder: pathlib.Path) -> dict:
 
 
 def _foreign_golden(tmp_path) -> pathlib.Path:
-    """The committed golden as a machine that never recorded it sees it: the same server build
-    and model file as here, on another CPU, so its exact outputs cannot be demanded here."""
+    """The committed golden as a machine with another llama.cpp build sees it: the same server
+    version and model file, another CPU and instruction-set line, so neither its exact outputs
+    nor its logprobs can stand for this build's."""
     from harness.e2e import fingerprint
     from harness.e2e.golden import load
     from harness.e2e.server import llama_cpp_command
@@ -61,9 +62,10 @@ def _foreign_golden(tmp_path) -> pathlib.Path:
 
 
 def test_unchanged_server_is_no_regression_against_a_golden_from_another_machine(tmp_path):
-    """Exact outputs are not demanded across machines; concurrency 2 must still equal
-    concurrency 1 here, and 3 questions cannot vouch for level 1's accuracy: inconclusive (125),
-    never regression, with the way out in the reason."""
+    """Exact outputs are not demanded across machines, and another llama.cpp build's logprobs
+    differ as much as a q8_0 K cache moves them, so drift cannot vouch either; concurrency 2
+    must still equal concurrency 1 here, and 3 questions cannot vouch for level 1's accuracy:
+    inconclusive (125), never regression, with the way out in the reason."""
     _needs_llama_cpp()
     out = tmp_path / "e2e"
     proc = harness("e2e", "--smollm", "--levels", "1,2", "--limit", 3, "--golden",
@@ -73,6 +75,7 @@ def test_unchanged_server_is_no_regression_against_a_golden_from_another_machine
     one, two = summary["levels"]
     assert one["verdict"] == "inconclusive" and "harness golden record" in one["reasons"][-1]
     assert any("produced elsewhere" in b and "cpu" in b for b in one["basis"]), one["basis"]
+    assert any("logprob drift" in b and "cannot vouch" in b for b in one["basis"]), one["basis"]
     assert two["verdict"] == "pass", two["reasons"]
     assert any(b.startswith("level 1 of this run") and "exact outputs" in b for b in two["basis"])
     assert all(lv["n"] == 3 for lv in summary["levels"])
@@ -82,32 +85,78 @@ def test_unchanged_server_is_no_regression_against_a_golden_from_another_machine
     assert "What each level was compared with" in (out / "e2e_summary.md").read_text()
 
 
-def test_local_golden_in_one_command_then_seeded_serving_changes_are_flagged(tmp_path):
-    """A new machine records its own golden from the trusted server (one command). Against it
-    the unchanged server passes on exact outputs, and two serving changes that keep the model
-    file are regressions: a q8_0 K cache (the CPU analogue of an fp8 KV-cache change), and
-    sampling turned on (lm-eval seeds each request, so the sampled outputs are the same at every
-    concurrency: only the golden's outputs can show it)."""
+SHOTS = ("--limit", LIMIT, "--num-fewshot", 1)
+
+
+@pytest.fixture(scope="module")
+def local_golden(tmp_path_factory) -> pathlib.Path:
+    """A golden this machine records from the trusted server in one command."""
     _needs_llama_cpp()
-    local = tmp_path / "local.json"
-    shots = ("--limit", LIMIT, "--num-fewshot", 1)
+    tmp = tmp_path_factory.mktemp("golden")
+    local = tmp / "local.json"
     rec = harness("golden", "record", "--like", GOLDEN, "--name", "smollm2-here", "--path", local,
-                  "--smollm", "--levels", "1", *shots, "--output", tmp_path / "rec")
+                  "--smollm", "--levels", "1", *SHOTS, "--output", tmp / "rec")
     assert rec.returncode == 0 and local.exists(), rec.stdout[-3000:] + rec.stderr[-2000:]
-    assert json.loads(local.read_text())["fingerprint"]["model_sha256"] != "unknown"
-    assert json.loads(local.read_text())["judge"]["max_changed_fraction"] == 0, "--like's judge"
-    same = harness("e2e", "--smollm", "--levels", "1", *shots, "--golden", local,
+    return local
+
+
+def _as_from_another_machine(golden: pathlib.Path, tmp_path) -> pathlib.Path:
+    """The golden as recorded on another host with the same llama.cpp build: another CPU, its
+    own flags and core count, the same instruction-set line (the arithmetic)."""
+    data = json.loads(golden.read_text())
+    data["fingerprint"] = {**data["fingerprint"], "cpu": "another machine's CPU",
+                           "cpu_flags": "0123456789abcdef", "cpu_count": "64"}
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_local_golden_in_one_command_then_sampling_is_flagged(local_golden, tmp_path):
+    """The recorded golden carries its fingerprint and logprobs. Against it the unchanged server
+    passes on exact outputs and drift, and sampling turned on (lm-eval seeds each request, so the
+    sampled outputs are the same at every concurrency: only the golden can show it) is a
+    regression."""
+    gold = json.loads(local_golden.read_text())
+    assert gold["fingerprint"]["model_sha256"] != "unknown"
+    assert gold["judge"]["max_changed_fraction"] == 0, "--like's judge"
+    assert len(gold["logprobs"]) == LIMIT
+    same = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", local_golden,
                    "--output", tmp_path / "same")
     assert same.returncode == 0, same.stdout[-3000:]
-    assert "exact outputs (fingerprint matches" in _summary(tmp_path / "same")["levels"][0]["basis"][0]
-    seeded = {"kv-q8_0": ["--llama-arg=--type_k", "--llama-arg=8"],
-              "sampling": ["--gen-kwargs", "do_sample=True,temperature=1.0"]}
-    for name, args in seeded.items():
-        proc = harness("e2e", "--smollm", "--levels", "1", *shots, "--golden", local,
-                       *args, "--output", tmp_path / name)
-        level = _summary(tmp_path / name)["levels"][0]
-        assert proc.returncode == 1, (name, proc.stdout[-3000:])
-        assert any("greedy outputs changed vs golden" in r for r in level["reasons"]), (name, level)
+    basis = _summary(tmp_path / "same")["levels"][0]["basis"]
+    assert "exact outputs (fingerprint matches" in basis[0]
+    assert any(b.startswith("golden: logprob drift over 4 questions (4 identical") for b in basis)
+    proc = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", local_golden,
+                   "--gen-kwargs", "do_sample=True,temperature=1.0", "--logprobs", 0,
+                   "--output", tmp_path / "s")
+    level = _summary(tmp_path / "s")["levels"][0]
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert any("greedy outputs changed vs golden" in r for r in level["reasons"]), level
+
+
+def test_golden_from_another_machine_is_judged_by_logprob_drift(local_golden, tmp_path):
+    """Presented as recorded on another CPU, the golden's exact outputs cannot be demanded and
+    4 questions cannot vouch for accuracy; its logprobs still judge: the unchanged server passes
+    (not inconclusive), and the same server with a q8_0 K cache (the CPU analogue of an fp8
+    KV-cache change, same model file) is a regression by drift, with no accuracy test
+    significant."""
+    foreign = _as_from_another_machine(local_golden, tmp_path)
+    clean = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", foreign,
+                    "--output", tmp_path / "clean")
+    level = _summary(tmp_path / "clean")["levels"][0]
+    assert clean.returncode == 0, (level["reasons"], clean.stdout[-3000:])
+    assert any("produced elsewhere" in b for b in level["basis"]), level["basis"]
+    assert level["drift"][0]["verdict"] == "pass"
+    q8 = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", foreign,
+                 "--llama-arg=--type_k", "--llama-arg=8", "--output", tmp_path / "q8")
+    summary = _summary(tmp_path / "q8")
+    level = summary["levels"][0]
+    assert q8.returncode == 1, (level["reasons"], q8.stdout[-3000:])
+    assert level["drift"][0]["verdict"] == "regression"
+    assert all(r.startswith("logprob drift vs golden") for r in level["reasons"]), level["reasons"]
+    assert not any(t["significant"] for t in summary["tests"])
+    report = (tmp_path / "q8" / "e2e_summary.md").read_text()
+    assert "## Logprob drift" in report and "Questions that drifted most" in report
 
 
 def _fake_cmd(*extra):
@@ -128,6 +177,10 @@ def test_answers_that_change_only_under_concurrency_are_a_regression(tmp_path, m
         assert proc.returncode == 1
         assert any("greedy outputs changed vs level 1" in r and "#### 5" in r
                    for r in high["reasons"]), high["reasons"]
+        assert any(r.startswith("logprob drift vs level 1") and "confident choice" in r
+                   for r in high["reasons"]), high["reasons"]
+    else:
+        assert high["drift"][0]["identical"] == 8, high["drift"]
 
 
 def test_dead_server_is_an_error_naming_the_url(tmp_path):
@@ -149,8 +202,9 @@ def test_malformed_answers_are_an_error_with_the_cause(tmp_path):
 
 
 def test_server_dying_mid_run_keeps_finished_levels_and_a_rerun_resumes(tmp_path):
+    """The server dies after 6 completions: level 1's 3 questions and their logprob pass."""
     proc = harness("e2e", "--levels", "1,2", "--limit", 3, "--output", tmp_path,
-                   "--request-timeout", 30, *_fake_cmd("--die-after", 3))
+                   "--request-timeout", 30, *_fake_cmd("--die-after", 6))
     first = _summary(tmp_path)
     assert proc.returncode == 125 and first["verdict"] == "error"
     assert "error" not in first["levels"][0] and first["levels"][0]["n"] == 3
@@ -159,7 +213,7 @@ def test_server_dying_mid_run_keeps_finished_levels_and_a_rerun_resumes(tmp_path
     # Same settings (the fingerprint includes the server command); the new server process
     # starts its count afresh: level 1 (finished) is reused, level 2 (an error) is run again.
     rerun = harness("e2e", "--levels", "1,2", "--limit", 3, "--output", tmp_path,
-                    "--request-timeout", 30, *_fake_cmd("--die-after", 3))
+                    "--request-timeout", 30, *_fake_cmd("--die-after", 6))
     assert (tmp_path / "levels" / "c1.json").stat().st_mtime_ns == done, "level 1 was re-run"
     second = _summary(tmp_path)
     assert "error" not in second["levels"][1], rerun.stdout[-2000:]

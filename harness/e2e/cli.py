@@ -79,6 +79,7 @@ def config_from_args(args):
         request_timeout=args.request_timeout,
         kernel_settings=_pairs(args.kernel_setting, "--kernel-setting"), hardware=args.hardware,
         accept_aggregate_golden=getattr(args, "accept_aggregate_golden", False),
+        logprobs_top_n=args.logprobs,
         max_changed_across_levels=across)
 
 
@@ -88,10 +89,11 @@ def cmd_e2e(args) -> int:
     from harness.e2e.run import run
 
     if args.output is None:
-        from harness.report import new_report_folder
+        from harness.reports.summary import new_report_folder
 
         args.output = str(new_report_folder(None) / "e2e")
     try:
+        _limit_like_golden(args)
         summary = run(config_from_args(args))
     except (GoldenError, DataError, FileNotFoundError, ValueError) as exc:
         print(f"harness e2e: could not test: {exc}")
@@ -103,6 +105,21 @@ def cmd_e2e(args) -> int:
     print((pathlib.Path(args.output) / "e2e_summary.md").read_text())
     print(f"E2E verdict: {summary['verdict']} (report: {args.output})")
     return EXIT[summary["verdict"]]
+
+
+def _limit_like_golden(args) -> None:
+    """Without --limit, a golden recorded on the first N questions sets N: the whole test set
+    could not be compared with it question by question anyway."""
+    if args.limit is not None or not args.golden:
+        return
+    from harness.e2e import golden
+
+    gold = golden.load(args.golden)
+    limit = gold["task"].get("limit")
+    if limit and gold.get("per_question"):
+        args.limit = int(limit)
+        print(f"harness e2e: --limit {limit}, the golden's (it holds the first {limit} "
+              "questions); pass --limit to choose")
 
 
 def _record(args) -> int:
@@ -118,7 +135,7 @@ def _record(args) -> int:
         args.gen_kwargs = args.gen_kwargs or ",".join(
             f"{k}={v}" for k, v in (like["task"].get("gen_kwargs") or {}).items())
     if args.output is None:
-        from harness.report import new_report_folder
+        from harness.reports.summary import new_report_folder
 
         args.output = str(new_report_folder(None) / "golden-record")
     args.golden = None
@@ -148,7 +165,8 @@ def cmd_golden(args) -> int:
                 g = golden.load(str(path))
                 accs = ", ".join(f"{m} {v['acc']:.4f} (n={v['n']})" for m, v in g["metrics"].items())
                 print(f"{g['name']}: {g['task']['num_fewshot']}-shot, {accs}, "
-                      f"per-question: {'yes' if g.get('per_question') else 'no'}")
+                      f"per-question: {'yes' if g.get('per_question') else 'no'}, logprobs: "
+                      f"{len(g['logprobs']) if g.get('logprobs') else 'no (accuracy-only)'}")
         elif args.action in ("show", "check"):
             g = golden.load(args.name)
             print(json.dumps({k: v for k, v in g.items() if k != "per_question"}, indent=1)
@@ -240,6 +258,10 @@ def _add_run_args(e2e) -> None:
                      help="share of greedy outputs that may differ from the lowest level's "
                           "(default: 0 for llama.cpp, which serves one request at a time; not "
                           "judged for other servers)")
+    e2e.add_argument("--logprobs", type=int, default=5, metavar="N",
+                     help="after lm-eval, send its prompts again with logprobs=N to judge "
+                          "per-token drift against the golden and across levels (default 5; 0: "
+                          "no drift check)")
     e2e.add_argument("--accept-aggregate-golden", action="store_true",
                      help="compare a --limit subset with a golden that has only whole-set "
                           "accuracy (refused by default: the first questions are not a random "

@@ -114,5 +114,20 @@ def differences(golden: dict | None, run: dict | None) -> list[str]:
     return out
 
 
+BUILD_KEYS = ("server_kind", "server_version", "model_sha256", "gpu", "system_info")
+"""What decides the arithmetic a server does: its build and version, the model file, the GPU,
+and (llama.cpp) the instruction set its kernels were built for. The CPU's name, flags and count
+do not: clean reruns on 1 and 2 threads gave identical logprobs (docs/e2e-drift.md)."""
+
+
+def same_build(golden: dict | None, run: dict | None) -> bool:
+    """Whether a golden's logprobs came from the arithmetic this run does (every BUILD_KEYS
+    value known and equal, llama.cpp's instruction-set line included)."""
+    if not golden or not run:
+        return False
+    values = [(str(golden.get(k, UNKNOWN)), str(run.get(k, UNKNOWN))) for k in BUILD_KEYS]
+    return all(a == b and a not in (UNKNOWN, "") for a, b in values)
+
+
 def _short(text: str, width: int = 48) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."

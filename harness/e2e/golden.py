@@ -6,13 +6,17 @@ A golden file is JSON (``golden/gsm8k/<name>.json``)::
     fingerprint {server_kind, server_version, model_sha256, cpu, ...} (optional), date, source,
     task {name, num_fewshot, limit, gen_kwargs, test_sha256},
     metrics {"strict-match": {acc, stderr, n}, "flexible-extract": {...}},
-    judge {alpha, max_drop, max_changed_fraction}, per_question [ {doc_id, doc_hash,
-    strict-match, flexible-extract, response} ] or null, notes
+    judge {alpha, max_drop, max_changed_fraction, drift?}, per_question [ {doc_id, doc_hash,
+    strict-match, flexible-extract, response} ] or null, logprobs {doc_id: record} or absent,
+    notes
 
 ``per_question`` enables the paired test and the output diff; published numbers have none.
 ``judge.max_changed_fraction`` (None: not judged) bounds how many greedy outputs may differ
 from the golden's; ``max_drop`` is the accuracy drop a run must be able to detect to be
-conclusive.
+conclusive. ``logprobs`` (the greedy continuations with per-token logprobs and top-N
+alternatives) lets a run be judged by drift (harness.e2e.drift) whatever machine recorded it;
+a golden without it is an accuracy-only reference. ``judge.drift`` overrides the server kind's
+measured drift limits.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import datetime
 import json
 import pathlib
 from typing import Any
+
+from harness.e2e.drift import Continuation, DriftError, DriftLimits
 
 METRICS = ("strict-match", "flexible-extract")
 REQUIRED = ("name", "model", "server", "hardware", "date", "source", "task", "metrics")
@@ -67,12 +73,34 @@ def validate(data: Any, path: Any = "<memory>") -> dict:
         for name, m in metrics.items():
             if m["n"] != len(per_q):
                 _fail(path, f"metrics.{name}.n={m['n']} but per_question has {len(per_q)} entries")
+    _validate_logprobs(data.get("logprobs"), path)
     if data.get("fingerprint") is not None and not isinstance(data["fingerprint"], dict):
         _fail(path, "fingerprint must be an object (see harness/e2e/fingerprint.py) or absent")
     judge = {**DEFAULT_JUDGE, **(data.get("judge") or {})}
     if not 0 < judge["alpha"] < 0.5:
         _fail(path, f"judge.alpha must be in (0, 0.5), got {judge['alpha']}")
+    if judge.get("drift") is not None:
+        try:
+            DriftLimits.from_settings(judge["drift"], "golden")
+        except (TypeError, ValueError) as exc:
+            _fail(path, f"judge.drift: {exc}")
     return {**data, "judge": judge}
+
+
+def _validate_logprobs(records: Any, path: Any) -> None:
+    """``logprobs``: question id -> compact continuation record (harness.e2e.drift), or absent
+    (an accuracy-only golden: drift cannot be judged against it)."""
+    if records is None:
+        return
+    if not isinstance(records, dict) or not records:
+        _fail(path, "logprobs must be an object of question id -> record, or absent")
+    for qid, rec in records.items():
+        try:
+            Continuation.from_compact(rec)
+        except DriftError as exc:
+            _fail(path, f"logprobs[{qid!r}]: {exc}")
+
+
 
 
 def resolve(name_or_path: str) -> pathlib.Path:
@@ -111,6 +139,7 @@ def from_level(level: dict, meta: dict, name: str, source: str, notes: str = "",
                         "n": level["n"]} for m in METRICS},
         "judge": {**DEFAULT_JUDGE, **(judge or {})},
         "per_question": per_q, "notes": notes,
+        "logprobs": level.get("logprobs"),
         "recorded_from": {"concurrency": level["level"], "lm_eval_version": meta.get("lm_eval_version")},
     })
 
@@ -118,5 +147,17 @@ def from_level(level: dict, meta: dict, name: str, source: str, notes: str = "",
 def write(golden: dict, path: pathlib.Path | None = None) -> pathlib.Path:
     path = path or GOLDEN_DIR / f"{golden['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(golden, indent=1) + "\n")
+    path.write_text(dumps(golden))
     return path
+
+
+def dumps(golden: dict) -> str:
+    """JSON, indented, with one line per question's logprob record (a golden stays readable in
+    a diff and a few KB per question)."""
+    records = golden.get("logprobs")
+    text = json.dumps({k: v for k, v in golden.items() if k != "logprobs"}, indent=1)
+    if not records:
+        return text + "\n"
+    lines = ",\n".join(f"  {json.dumps(str(q))}: {json.dumps(r, separators=(',', ':'))}"
+                       for q, r in records.items())
+    return text[:-2] + ',\n "logprobs": {\n' + lines + "\n }\n}\n"

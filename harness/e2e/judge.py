@@ -28,8 +28,10 @@ questions are not a random sample) unless that is accepted explicitly; otherwise
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
 
-from harness.e2e import fingerprint, stats
+from harness.e2e import drift, fingerprint, stats
+from harness.e2e.drift import DriftLimits
 from harness.e2e.golden import DEFAULT_JUDGE, METRICS
 
 ORDER = ("pass", "inconclusive", "regression", "error")
@@ -45,6 +47,8 @@ class Judgement:
     changes: list[dict] = dataclasses.field(default_factory=list)
     min_detectable_drop: float | None = None
     basis: list[str] = dataclasses.field(default_factory=list)
+    drift: list[dict] = dataclasses.field(default_factory=list)
+    """Per comparison with logprobs on both sides: the drift figures (harness.e2e.drift)."""
 
 
 def worst(verdicts) -> str:
@@ -107,8 +111,11 @@ def comparisons(results: list[dict], golden: dict | None) -> int:
 def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
                 run_fingerprint: dict | None = None,
                 max_changed_across_levels: float | None = None, family: int = 1,
-                accept_aggregate_subset: bool = False) -> Judgement:
-    """``family``: the number of comparisons in the whole run (``comparisons``)."""
+                accept_aggregate_subset: bool = False,
+                drift_limits: Mapping[str, DriftLimits] | None = None) -> Judgement:
+    """``family``: the number of comparisons in the whole run (``comparisons``);
+    ``drift_limits``: the measured noise (``drift.limits_for``) for the comparison with the
+    ``"golden"`` and with the run's lowest ``"level"``; a missing one: drift not judged."""
     level = result["level"]
     if result.get("error"):
         return Judgement(level, "error", [result["error"]])
@@ -136,7 +143,7 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
             else:
                 basis.append(f"golden: paired McNemar test and exact outputs (fingerprint "
                              f"matches; at most {limit:.0%} may change)")
-            comparisons.append(("golden", base, None, limit))
+            comparisons.append(("golden", base, None, limit, golden.get("logprobs")))
         else:
             n_gold = min(v["n"] for v in golden["metrics"].values())
             if result["n"] != n_gold and not accept_aggregate_subset:
@@ -150,7 +157,7 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
                          "per-question results)" + (f"; this run answered {result['n']} of its "
                                                     f"{n_gold} questions (accepted)"
                                                     if result["n"] != n_gold else ""))
-            comparisons.append(("golden", None, golden["metrics"], None))
+            comparisons.append(("golden", None, golden["metrics"], None, golden.get("logprobs")))
     if lowest is not None and lowest["level"] != level and not lowest.get("error"):
         against = f"level {lowest['level']}"
         basis.append(f"{against} of this run: paired McNemar test; " + (
@@ -158,13 +165,18 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
             if max_changed_across_levels is None else
             f"exact outputs (at most {max_changed_across_levels:.0%} may change: this server's "
             "outputs must not depend on concurrency)"))
-        comparisons.append((against, lowest["per_question"], None, max_changed_across_levels))
+        comparisons.append((against, lowest["per_question"], None, max_changed_across_levels,
+                            lowest.get("logprobs")))
     if not comparisons:
         return Judgement(level, "inconclusive", ["no golden and no lower level to compare with; "
                                                  "pass --golden NAME"])
     judgement = Judgement(level, "pass", reasons, basis=basis)
-    mdes, identity_ok = [], None
-    for against, base, aggregate, limit in comparisons:
+    mdes, identity_ok, drift_ok = [], None, None
+    for against, base, aggregate, limit, ref_logprobs in comparisons:
+        ok = _judge_drift(judgement, against, ref_logprobs, result,
+                          (drift_limits or {}).get("golden" if against == "golden" else "level"),
+                          golden if against == "golden" else None)
+        drift_ok = ok if drift_ok is None or ok is None else drift_ok and ok
         alpha = stats.family_alpha(settings["alpha"], family * (
             len(METRICS) if aggregate is None else len(aggregate)))
         for m in METRICS:
@@ -206,13 +218,51 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
     judgement.min_detectable_drop = max(mdes) if mdes else None
     if reasons:
         judgement.verdict = "regression"
-    elif not identity_ok and (judgement.min_detectable_drop is None
+    elif not (identity_ok or drift_ok) and (judgement.min_detectable_drop is None
                               or judgement.min_detectable_drop > settings["max_drop"]):
         judgement.verdict = "inconclusive"
         reasons.append(f"too few questions: the smallest drop this run could detect with 95% "
                        f"power is {judgement.min_detectable_drop:.3f} > max_drop "
-                       f"{settings['max_drop']}, and no exact-output check vouches for this "
-                       "level; raise --limit, or record a golden on this machine from a trusted "
+                       f"{settings['max_drop']}, and neither exact outputs nor logprob drift "
+                       "vouch for this level; raise --limit, or record a golden on this machine from a trusted "
                        "build (`harness golden record --like GOLDEN --name NAME ...`) so that "
                        "outputs can be compared exactly")
     return judgement
+
+
+def _judge_drift(judgement: Judgement, against: str, reference: dict | None, result: dict,
+                 limits: DriftLimits | None, golden: dict | None) -> bool | None:
+    """Logprob drift of this level against ``reference`` (question id -> compact record):
+    True or False when judged, None when it could not be (the basis line says why)."""
+    what = "the golden" if golden is not None else against
+    why_not = None
+    if limits is None:
+        why_not = "drift not judged (no limits for this server kind)"
+    elif not result.get("logprobs"):
+        why_not = ("drift not judged: this run has no logprobs ("
+                   + (result.get("logprobs_error") or "not recorded") + ")")
+    elif not reference:
+        why_not = (f"drift not judged: {what} carries no logprobs"
+                   + (" (an accuracy-only reference; record one with logprobs: "
+                      "`harness golden record --like NAME --name NEW ...`)"
+                      if golden is not None else ""))
+    if why_not is None:
+        pairs = drift.by_question(result["logprobs"], reference)
+        if not pairs:
+            why_not = f"drift not judged: {what} has logprobs for none of this run's questions"
+    if why_not is not None:
+        judgement.basis.append(f"{against}: {why_not}")
+        return None
+    level = drift.judge(pairs, limits, f"logprob drift vs {against}")
+    judgement.drift.append({"against": against, "vouches": limits.vouches,
+                            **dataclasses.asdict(level)})
+    judgement.basis.append(
+        f"{against}: logprob drift over {level.questions} questions ({level.identical} "
+        f"identical; limits: flips within {limits.near_tie:g} nats are near-ties, "
+        f"|delta logprob| <= {limits.max_delta:g}, confident flips <= "
+        f"{limits.max_confident_share:.0%}; {limits.source})"
+        + ("" if limits.vouches else "; within these limits it cannot vouch for the level"))
+    judgement.reasons.extend(level.reasons)
+    if level.verdict != "pass":
+        return False
+    return True if limits.vouches else None

@@ -60,14 +60,24 @@ def run_level(argv: list[str], out: pathlib.Path, timeout: float) -> dict:
     return parse(out, tail)
 
 
+def sample_records(out: pathlib.Path, tail: str = "") -> list[dict]:
+    """The per-question records lm-eval wrote with ``--log_samples`` (its prompts included)."""
+    samples = sorted(out.rglob(f"samples_{TASK_NAME}_*.jsonl"))
+    if not samples:
+        raise LmEvalError(f"lm-eval wrote no samples under {out}; tail:\n{tail}")
+    try:
+        return [json.loads(line) for line in samples[-1].read_text().splitlines() if line]
+    except ValueError as exc:
+        raise LmEvalError(f"lm-eval samples under {out} are malformed ({exc})") from exc
+
+
 def parse(out: pathlib.Path, tail: str = "") -> dict:
     results = sorted(out.rglob("results_*.json"))
-    samples = sorted(out.rglob(f"samples_{TASK_NAME}_*.jsonl"))
-    if not results or not samples:
-        raise LmEvalError(f"lm-eval wrote no results/samples under {out}; tail:\n{tail}")
+    if not results:
+        raise LmEvalError(f"lm-eval wrote no results under {out}; tail:\n{tail}")
+    records = sample_records(out, tail)
     try:
         scores = json.loads(results[-1].read_text())["results"][TASK_NAME]
-        records = [json.loads(line) for line in samples[-1].read_text().splitlines() if line]
     except (ValueError, KeyError) as exc:
         raise LmEvalError(f"lm-eval results under {out} are malformed ({exc})") from exc
     per_doc: dict[int, dict] = {}

@@ -38,6 +38,7 @@ def summary_markdown(summary: dict, changes: pd.DataFrame) -> str:
     for lv in summary["levels"]:
         for basis in lv.get("basis") or []:
             lines.append(f"- c{lv['level']} vs {basis}")
+    lines += _drift_lines(summary["levels"])
     fp = meta.get("fingerprint") or {}
     if fp:
         lines += ["", "Fingerprint of this run (exact outputs are compared with a golden only "
@@ -61,8 +62,32 @@ def summary_markdown(summary: dict, changes: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _drift_lines(levels: list[dict]) -> list[str]:
+    rows = [(lv["level"], d) for lv in levels for d in lv.get("drift") or []]
+    if not rows:
+        return []
+    lines = ["", "## Logprob drift (greedy continuations, token by token)", "",
+             "| concurrency | against | verdict | questions | identical | near-tie flips | "
+             "confident flips | max abs delta logprob | mean top-N overlap |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    worst = []
+    for level, d in rows:
+        lines.append(f"| {level} | {d['against']} | {d['verdict']} | {d['questions']} | "
+                     f"{d['identical']} | {d['near_tie']} | {d['confident']} | "
+                     f"{d['worst_delta']:.4f} | {d['mean_overlap']:.3f} |")
+        worst += [{"level": level, "against": d["against"], **w} for w in d["worst"]]
+    moved = [w for w in worst if w["flip"] != "none" or w["max_delta"] > 0]
+    if moved:
+        lines += ["", "Questions that drifted most (divergence: first differing token; margin: "
+                  "how much a side preferred its own token there, in nats):", "", "```",
+                  pd.DataFrame(moved)[["level", "against", "question", "agreed", "max_delta",
+                                       "divergence", "flip", "margin"]]
+                  .to_string(index=False), "```"]
+    return lines
+
+
 def write_e2e_report(folder: pathlib.Path, summary: dict, changes: pd.DataFrame) -> pathlib.Path:
-    from harness.plots import e2e_accuracy
+    from harness.reports.plots import e2e_accuracy
 
     md = summary_markdown(summary, changes)
     (folder / "e2e_summary.md").write_text(md)

@@ -13,11 +13,13 @@ import hashlib
 import json
 import pathlib
 import platform
+import time
 from typing import Any
 
 import pandas as pd
 
-from harness.e2e import data, fingerprint, golden as golden_mod, lmeval, server as server_mod
+from harness.e2e import (data, drift, fingerprint, golden as golden_mod, lmeval, logprobs,
+                        server as server_mod)
 from harness.e2e.judge import comparisons, judge_level, worst
 
 DEFAULT_LEVELS = (1, 8, 32, 128)
@@ -47,6 +49,8 @@ class E2EConfig:
     not judged). 0 for servers whose outputs cannot depend on concurrency."""
     accept_aggregate_golden: bool = False
     """Compare a --limit subset with a golden that only has whole-set accuracy anyway."""
+    logprobs_top_n: int = logprobs.TOP_N
+    """Alternatives recorded per token by the logprob pass (0: no pass, drift not judged)."""
 
     def resume_identity(self) -> dict[str, Any]:
         """What must match for saved levels to be reused: the settings, the golden, the test
@@ -58,6 +62,7 @@ class E2EConfig:
                 "server_env": self.server_env, "model": self.model, "limit": self.limit,
                 "num_fewshot": self.num_fewshot, "gen_kwargs": self.gen_kwargs,
                 "kernel_settings": self.kernel_settings, "golden": self.golden,
+                "logprobs_top_n": self.logprobs_top_n,
                 "test_sha256": data.test_split_sha256(data.locate(self.data_dir)), **build}
 
     def resume_key(self) -> str:
@@ -149,18 +154,38 @@ def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, identity
     try:
         srv.check()
         res = {"level": level, **lmeval.run_level(argv, out, cfg.level_timeout)}
+        res.update(_logprob_pass(cfg, srv, level, out))
     except (lmeval.LmEvalError, server_mod.ServerError) as exc:
         cause = str(exc)
         if srv.log is not None:
             cause += f"\nserver log tail ({srv.log}):\n{server_mod.log_tail(srv.log)}"
         if not srv.alive():
-            cause = f"server exited with code {srv.process.returncode}. " + cause
+            cause = server_mod.exit_cause(srv.process.returncode) + " " + cause
         res = {"level": level, "error": cause}
     res["resume_key"], res["resume_identity"] = fp, identity
     path = _level_path(cfg.output, level)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1))
     return res
+
+
+def _logprob_pass(cfg: E2EConfig, srv, level: int, out: pathlib.Path) -> dict:
+    """The level's continuations with their logprobs (harness.e2e.logprobs), sent at the
+    level's concurrency. A server that answers without logprobs leaves drift unjudged, said in
+    ``logprobs_error``; one that died meanwhile makes the level an error."""
+    if cfg.logprobs_top_n <= 0:
+        return {"logprobs_error": "the logprob pass was turned off (--logprobs 0)"}
+    prompts = logprobs.prompts_of(lmeval.sample_records(out))
+    start = time.monotonic()
+    try:
+        records = logprobs.collect(srv.base_url, srv.model, prompts, level,
+                                   cfg.request_timeout, cfg.logprobs_top_n)
+    except logprobs.LogprobError as exc:
+        srv.check()
+        return {"logprobs_error": str(exc)}
+    return {"logprobs": {str(q): r for q, r in records.items()},
+            "logprobs_top_n": cfg.logprobs_top_n,
+            "logprob_seconds": round(time.monotonic() - start, 1)}
 
 
 def metadata(cfg: E2EConfig) -> dict:
@@ -210,15 +235,21 @@ def run(cfg: E2EConfig) -> dict:
     meta["fingerprint"] = fingerprint.collect(cfg.server_kind, None if cfg.base_url else cfg.server_cmd,
                                               log if log.exists() else None)
     family = comparisons(levels, gold)
+    relation = (drift.SAME_BUILD if gold is not None and fingerprint.same_build(
+        gold.get("fingerprint"), meta["fingerprint"]) else drift.OTHER_BUILD)
+    drift_limits = {"golden": drift.limits_for(cfg.server_kind, relation, gold),
+                    "level": drift.limits_for(cfg.server_kind, drift.SAME_BUILD)}
     judgements = [judge_level(r, gold, lowest, run_fingerprint=meta["fingerprint"],
                               max_changed_across_levels=cfg.max_changed_across_levels,
-                              family=family, accept_aggregate_subset=cfg.accept_aggregate_golden)
+                              family=family, accept_aggregate_subset=cfg.accept_aggregate_golden,
+                              drift_limits=drift_limits)
                   for r in levels]
     verdict = worst(j.verdict for j in judgements)
     summary = {"verdict": verdict, "meta": meta,
                "golden": {k: gold[k] for k in ("name", "source", "metrics", "judge")} if gold else None,
-               "levels": [{**{k: v for k, v in r.items() if k != "per_question"},
+               "levels": [{**{k: v for k, v in r.items() if k not in ("per_question", "logprobs")},
                            "verdict": j.verdict, "reasons": j.reasons, "basis": j.basis,
+                           "drift": j.drift,
                            "min_detectable_drop": j.min_detectable_drop}
                           for r, j in zip(levels, judgements)],
                "tests": [t for j in judgements for t in j.tests]}

@@ -26,6 +26,22 @@ class ServerError(RuntimeError):
     """The server could not be started, reached, or kept alive; carries its log tail."""
 
 
+def exit_cause(code: int) -> str:
+    """A launched server's exit code in words, with what to do about the common ones."""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        advice = {"SIGILL": " (an illegal instruction: this server build uses CPU "
+                            "instructions this machine lacks or has not enabled; rebuild it for "
+                            "this machine, e.g. bash scripts/install.sh)",
+                  "SIGKILL": " (killed: often out of memory; see dmesg)",
+                  "SIGSEGV": " (a crash inside the server)"}.get(name, "")
+        return f"server killed by {name}{advice}."
+    return f"server exited with code {code}."
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
