@@ -14,6 +14,7 @@ from harness.core.results import KNOWN_DEVIATION, result_row
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
 from harness.core.specs import Comparison, OpSpec
+from harness.core.registries import Registry
 
 
 @dataclasses.dataclass
@@ -48,14 +49,14 @@ class Evaluation:
                                      + "; ".join(known))
 
 
-OBSERVERS: list[Callable[..., None]] = []
-"""Called after every evaluation with keyword arguments ``spec, impl, case, check, inputs,
+OBSERVERS: Registry[Callable[..., None]] = Registry("evaluation observer")
+"""By name, called after every evaluation with keyword arguments ``spec, impl, case, check, inputs,
 reference, outputs, rows, knobs, runs``: how the pytest plugin saves failing cases (harness.cases.files)
 without the suites knowing."""
 
 
 def _notify(**evaluation) -> None:
-    for observer in OBSERVERS:
+    for _, observer in OBSERVERS.items():
         observer(**evaluation)
 
 

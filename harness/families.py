@@ -38,7 +38,7 @@ def all_faults() -> list[Fault]:
 
 def probes() -> dict[str, Probe]:
     """Detector name -> probe, over every family."""
-    return {name: probe for family in load() for name, probe in family.probes.items()}
+    return {probe.name: probe for family in load() for probe in family.probes}
 
 
 registry.use_loader(load)

@@ -34,7 +34,7 @@ TOPK_CASES = (
 def isolated_registry(monkeypatch):
     families.load()
     monkeypatch.setattr(registry, "_REGISTRY",
-                        {op: dict(impls) for op, impls in registry._REGISTRY.items()})
+                        {op: impls.copy() for op, impls in registry._REGISTRY.items()})
     standins.CALLS.clear()
 
 

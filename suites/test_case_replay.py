@@ -39,11 +39,11 @@ def _evaluate_saving_failures(folder, impl, runs: int = 1):
             ev.pop("spec")
             saved.append(casefile.save(folder, environment=ENV, **ev))
 
-    OBSERVERS.append(observe)
+    OBSERVERS.add("test-observer", observe)
     try:
         return evaluate(get_spec("mhc_post"), impl, CASE, runs=runs), saved
     finally:
-        OBSERVERS.remove(observe)
+        OBSERVERS.remove("test-observer")
 
 
 @pytest.fixture

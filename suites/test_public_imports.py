@@ -96,3 +96,28 @@ def test_an_op_belongs_to_one_family():
 
     with pytest.raises(UnknownOpError, match="declared by family 'mhc' and again by 'mine'"):
         declare("mine", ["mhc_post"])
+
+
+def test_a_fault_names_its_detector_by_object():
+    from harness.core.detectors import PRECISION_GROWTH
+    from harness.core.faults import SeededFaults
+
+    faults = SeededFaults()
+    faults.seed("f", "mhc_pre", "large-token precision", PRECISION_GROWTH)(lambda t: None)
+    assert [f.detector for f in faults] == ["precision_growth"]
+    with pytest.raises(TypeError, match="by object"):
+        faults.seed("g", "mhc_pre", "x", "precision_growth")
+    from harness.core.registries import RegistryError
+
+    with pytest.raises(RegistryError, match="registered twice"):
+        faults.seed("f", "mhc_pre", "again", PRECISION_GROWTH)(lambda t: None)
+
+
+def test_an_unknown_name_lists_the_known_ones():
+    from harness.adapters import ADAPTERS
+    from harness.detectors.registry import RUNNERS
+
+    with pytest.raises(KeyError, match="no detector named 'nope'; known: batch_invariance"):
+        RUNNERS.get("nope")
+    with pytest.raises(KeyError, match="no adapter named 'x'; known: aiter"):
+        ADAPTERS.get("x")

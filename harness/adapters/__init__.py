@@ -9,11 +9,22 @@ and the install hint, and the run summary lists it.
 
 from __future__ import annotations
 
-import importlib
 import os
 
 from harness.adapters.base import Adapter, register_adapter
+from harness.core.registries import Registry
 
+
+def _built_in() -> None:
+    from harness.adapters import aiter, deepgemm, liger, tilelang, vllm
+
+    for name, module in (("vllm", vllm), ("aiter", aiter), ("tilelang", tilelang),
+                         ("deepgemm", deepgemm), ("liger", liger)):
+        ADAPTERS.add(name, module.ADAPTER, replace=True)
+
+
+ADAPTERS: Registry[Adapter] = Registry("adapter", on_first_use=_built_in)
+"""The vendor adapters by name (one module each), imported on first use."""
 ADAPTER_MODULES = ("vllm", "aiter", "tilelang", "deepgemm", "liger")
 
 
@@ -31,7 +42,7 @@ def selected() -> tuple[str, ...]:
 
 
 def adapters() -> list[Adapter]:
-    return [importlib.import_module(f"harness.adapters.{name}").ADAPTER for name in selected()]
+    return [ADAPTERS.get(name) for name in selected()]
 
 
 def load_all() -> dict[str, str]:
@@ -39,4 +50,4 @@ def load_all() -> dict[str, str]:
     return {a.name: register_adapter(a) for a in adapters()}
 
 
-__all__ = ["Adapter", "ADAPTER_MODULES", "adapters", "load_all", "register_adapter"]
+__all__ = ["Adapter", "ADAPTERS", "ADAPTER_MODULES", "adapters", "load_all", "register_adapter"]

@@ -19,6 +19,8 @@ from harness.cases import files as casefile
 from harness.evaluate import OBSERVERS
 from harness.reports.tables import SEEDED_FAULT_PREFIX
 
+OBSERVER_NAME = "saved-cases"
+
 
 def replay_command(path: pathlib.Path, impl_modules: list[str]) -> str:
     return " ".join(["harness", "replay", shlex.quote(str(path))] +
@@ -32,7 +34,7 @@ class SavedCases:
         self.impl_modules = list(config.getoption("impl_module") or [])
         self.current: list[tuple[pathlib.Path, bool]] = []
         """(file, kept whatever the outcome) saved during the running test."""
-        OBSERVERS.append(self.observe)
+        OBSERVERS.add(OBSERVER_NAME, self.observe, replace=True)
 
     @functools.cached_property
     def environment(self) -> dict[str, str]:
@@ -73,5 +75,4 @@ class SavedCases:
         report.longrepr = f"{head}\n\n{report.longrepr}"
 
     def pytest_unconfigure(self, config):
-        if self.observe in OBSERVERS:
-            OBSERVERS.remove(self.observe)
+        OBSERVERS.remove(OBSERVER_NAME)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Mapping
 
+from harness.core.detectors import Detector
 from harness.core.faults import Fault, SeededFaults
 
 ProbeCases = Mapping[str, tuple[tuple[int, tuple], ...]]
@@ -18,11 +19,11 @@ sets the case's hidden size."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Probe:
-    """A self-test check the family defines: either ``cases`` per op, run through the evaluation
+class Probe(Detector):
+    """A detector the family defines: either ``cases`` per op, run through the evaluation
     (every output within tolerance, no known-deviation hidden), or its own ``run`` function
     ``(spec, impl, profile, base_case) -> Finding`` for checks that span several ops."""
-    passes: str
+    passes: str = ""
     """What holds when the check passes, as the self-test prints it."""
     cases: ProbeCases = dataclasses.field(default_factory=dict)
     run: Callable | None = None
@@ -33,8 +34,8 @@ class Family:
     name: str
     ops: tuple[str, ...]
     faults: SeededFaults
-    probes: Mapping[str, Probe] = dataclasses.field(default_factory=dict)
-    """Detector name -> the probe the self-test runs for it (``topk_checks``, ...)."""
+    probes: tuple[Probe, ...] = ()
+    """The family's own detectors (``topk_checks``, ...), which its faults point at."""
 
     def seeded_faults(self) -> list[Fault]:
         return list(self.faults)

@@ -18,13 +18,11 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from harness.core import ops
+from harness.core.registries import Registry, RegistryError
 from harness.core.ops import check_op
 
 REFERENCE = "torch"
 
-
-class RegistryError(RuntimeError):
-    pass
 
 
 def _every_case(case) -> bool:
@@ -144,7 +142,8 @@ class Implementation:
         return [d for d in self.known_deviations if d.applies(case)]
 
 
-_REGISTRY: dict[str, dict[str, Implementation]] = {}
+_REGISTRY: dict[str, Registry[Implementation]] = {}
+"""op -> its implementations by name."""
 _LOADER: Callable[[], None] | None = None
 
 
@@ -191,17 +190,18 @@ def register_unavailable(op: str, name: str, reason: str) -> None:
 
 def add(impl: Implementation, *, replace: bool = False) -> None:
     check_op(impl.op)
-    ops = _REGISTRY.setdefault(impl.op, {})
-    old = ops.get(impl.name)
+    named = _REGISTRY.setdefault(impl.op, Registry(f"implementation of {impl.op}"))
+    old = dict(named.items()).get(impl.name)
     if old is not None and not replace and old.available:
         raise RegistryError(
             f"{impl.op}/{impl.name} is registered twice (by {old.source or '?'} and "
             f"{impl.source or '?'}); pick another name or pass replace=True")
-    ops[impl.name] = impl
+    named.add(impl.name, impl, replace=True)
 
 
 def unregister(op: str, name: str) -> None:
-    _REGISTRY.get(op, {}).pop(name, None)
+    if op in _REGISTRY:
+        _REGISTRY[op].remove(name)
 
 
 def use_loader(load: Callable[[], None]) -> None:
@@ -223,7 +223,7 @@ def records(op: str) -> dict[str, Implementation]:
     """Every implementation of ``op``, available or not."""
     check_op(op)
     ensure_loaded()
-    return dict(_REGISTRY.get(op, {}))
+    return dict(_REGISTRY[op].items()) if op in _REGISTRY else {}
 
 
 def implementations(op: str) -> dict[str, Callable]:

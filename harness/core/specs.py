@@ -19,6 +19,7 @@ from harness.core.errors import ContractViolation
 from harness.core.fuzz_space import FuzzSpace
 from harness.core.input_space import CASE_FIELDS, InputSpace
 from harness.core.ops import check_op
+from harness.core.registries import Registry
 from harness.core.registry import Implementation, ensure_loaded
 from harness.core.tolerances import Tolerance, ToleranceTable
 
@@ -261,7 +262,7 @@ class Comparison:
         return dict(getattr(self.impl, "declared", {}) or {}).get(key, default)
 
 
-_SPECS: dict[str, OpSpec] = {}
+_SPECS: Registry[OpSpec] = Registry("spec")
 
 
 def register_spec(spec: OpSpec) -> OpSpec:
@@ -272,8 +273,7 @@ def register_spec(spec: OpSpec) -> OpSpec:
         if unknown:
             raise ValueError(f"{spec.op}: fuzz space draws {', '.join(unknown)}, which no case of "
                              f"{spec.op} carries")
-    _SPECS[spec.op] = spec
-    return spec
+    return _SPECS.add(spec.op, spec, replace=True)
 
 
 def get_spec(op: str) -> OpSpec:
@@ -281,9 +281,9 @@ def get_spec(op: str) -> OpSpec:
     ensure_loaded()
     if op not in _SPECS:
         raise KeyError(f"op {op!r} has no spec yet; its kernel family is not shipped")
-    return _SPECS[op]
+    return _SPECS.get(op)
 
 
 def all_specs() -> dict[str, OpSpec]:
     ensure_loaded()
-    return dict(_SPECS)
+    return dict(_SPECS.items())

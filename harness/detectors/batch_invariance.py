@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.results import Finding, result_row
-from harness.detectors import outputs_agree
+from harness.detectors.compare import outputs_agree
 from harness.core.device import triton_interpreted
 from harness.core.registry import Implementation
 from harness.core.cases import Case

@@ -10,7 +10,7 @@ judged against the reference within that class's bound, which is the promise suc
 from __future__ import annotations
 
 from harness.core.results import Finding
-from harness.detectors import outputs_agree
+from harness.detectors.compare import outputs_agree
 from harness.evaluate import evaluate, kept
 from harness.core.registry import Implementation
 from harness.core.cases import Case

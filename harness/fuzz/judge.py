@@ -20,7 +20,7 @@ from harness.core.cases import Case
 from harness.core.registry import Implementation
 from harness.core.results import result_row
 from harness.core.specs import OpSpec
-from harness.detectors import PER_CASE, per_case_check
+from harness.detectors.registry import PER_CASE, per_case_check
 from harness.evaluate import evaluate
 from harness.reports.tables import failure_kind
 
@@ -45,7 +45,7 @@ def not_fuzzable(detector: str) -> str | None:
 def detectors_for(impl: Implementation, device: str) -> tuple[str, ...]:
     """The per-case detectors the op's seeded faults prove sound for it; the CUDA-graph one only
     on a GPU and not for what declares itself not capturable (the declaration is the finding)."""
-    names = {f.detector for f in families.all_faults() if f.op == impl.op} & set(PER_CASE)
+    names = {f.detector for f in families.all_faults() if f.op == impl.op} & set(PER_CASE.names())
     if not str(device).startswith("cuda"):
         names -= set(GPU_ONLY)
     if impl.declared.get("cuda_graph", "").startswith("not capturable"):

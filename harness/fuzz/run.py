@@ -16,7 +16,7 @@ from harness import families
 from harness.core.device import triton_interpreted
 from harness.core.registry import Implementation, records
 from harness.core.specs import OpSpec, all_specs
-from harness.detectors import PER_CASE
+from harness.detectors.registry import PER_CASE
 from harness.fuzz.judge import not_fuzzable
 from harness.fuzz.search import Search, search
 from harness.profiles import BASELINE_MAX_TOKENS

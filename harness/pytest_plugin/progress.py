@@ -51,6 +51,7 @@ class Progress:
     def pytest_collection_finish(self, session) -> None:
         self._ids = [item.nodeid for item in session.items]
 
+    @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which may be switched off
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         self._ids = self._ids or list(ids)
 

@@ -5,4 +5,4 @@ from kernels.mhc.ops import MHC_OPS
 from kernels.mhc import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
 
 FAMILY = Family(name="mhc", ops=MHC_OPS, faults=faults.FAULTS,
-                probes={"mhc_inputs": probes.MHC_INPUTS})
+                probes=(probes.MHC_INPUTS,))

@@ -5,6 +5,10 @@ from __future__ import annotations
 import torch
 
 from harness.core.faults import SeededFaults
+from harness.core.detectors import (BATCH_INVARIANCE, CONFIG_INVARIANCE, CUDA_GRAPH, DETERMINISM,
+                                    DISPATCH_THRESHOLDS, INPUTS_UNCHANGED, POISONED_OUTPUTS,
+                                    PRECISION_GROWTH)
+from kernels.mhc.probes import MHC_INPUTS
 from harness.core.registry import Implementation
 from kernels.mhc import torch as ref
 
@@ -15,7 +19,7 @@ def _impl(op: str, name: str, fn, **kw) -> Implementation:
     return Implementation(op=op, name=name, fn=fn, source=__name__, **kw)
 
 
-@FAULTS.seed("gemm_fp16_above_T", "mhc_pre", "large-token precision", "precision_growth")
+@FAULTS.seed("gemm_fp16_above_T", "mhc_pre", "large-token precision", PRECISION_GROWTH)
 def gemm_fp16_above_t(threshold: int) -> Implementation:
     """Like a kernel whose large-T path loads ``fn`` as fp16 for the tensor cores: inside the
     TF32 bound (a TF32-declared kernel could ship it), but its per-token error jumps above
@@ -44,7 +48,7 @@ def _pre_from_parts(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sin
     return post, comb, li
 
 
-@FAULTS.seed("bf16_products_above_T", "mhc_pre", "large-token precision in ulps", "precision_growth")
+@FAULTS.seed("bf16_products_above_T", "mhc_pre", "large-token precision in ulps", PRECISION_GROWTH)
 def bf16_products_above_t(threshold: int) -> Implementation:
     """Above ``threshold`` tokens, ``layer_input`` sums its gated streams from products rounded
     to bf16 (a path that multiplies in bf16 before accumulating): 38% of its elements are an ulp
@@ -61,7 +65,7 @@ def bf16_products_above_t(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("last_tile_gemm_fp16_above_T", "mhc_pre", "large-token precision in a few tokens",
-       "precision_growth")
+       PRECISION_GROWTH)
 def last_tile_gemm_fp16_above_t(threshold: int) -> Implementation:
     """Above ``threshold`` tokens, the last tile of 128 tokens (partial, or full when T is a
     multiple of 128) takes a path that loads ``fn`` as fp16: inside the TF32 bound, in at most
@@ -78,7 +82,7 @@ def last_tile_gemm_fp16_above_t(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-last-tile-gemm-fp16-above-T", mhc_pre)
 
 
-@FAULTS.seed("reduction_order_depends_on_T", "mhc_pre", "batch dependence", "batch_invariance")
+@FAULTS.seed("reduction_order_depends_on_T", "mhc_pre", "batch dependence", BATCH_INVARIANCE)
 def reduction_order_depends_on_t(threshold: int) -> Implementation:
     """Claims bitwise batch invariance but picks its split-K from T (a heuristic that changes
     the summation order, so a token's bits change with the batch it is in)."""
@@ -91,7 +95,7 @@ def reduction_order_depends_on_t(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-reduction-order-depends-on-T", mhc_pre, batch_invariant=True)
 
 
-@FAULTS.seed("sum_of_squares_race", "mhc_pre", "intermittent race", "determinism")
+@FAULTS.seed("sum_of_squares_race", "mhc_pre", "intermittent race", DETERMINISM)
 def sum_of_squares_race(threshold: int) -> Implementation:
     """ROCm/aiter PR 3033: the lane holding row 0's sum of squares also wrote row 16's slot,
     depending on scheduling. Here the race loses on every third call, starting with the second:
@@ -110,7 +114,7 @@ def sum_of_squares_race(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-sum-of-squares-race", mhc_pre)
 
 
-@FAULTS.seed("block_m_carry_over_from_1024", "mhc_pre", "dispatch threshold", "dispatch_thresholds")
+@FAULTS.seed("block_m_carry_over_from_1024", "mhc_pre", "dispatch threshold", DISPATCH_THRESHOLDS)
 def block_m_carry_over_from_1024(threshold: int) -> Implementation:
     """vLLM PR 49429: from 1024 tokens a block-M GEMM handles two rows per block and never
     clears the accumulator between them, so each odd row's mixes are the sum of both rows'."""
@@ -126,7 +130,7 @@ def block_m_carry_over_from_1024(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-block-m-carry-over-from-1024", mhc_pre)
 
 
-@FAULTS.seed("last_tile_transposed_above_4096", "mhc_post", "dispatch threshold", "dispatch_thresholds")
+@FAULTS.seed("last_tile_transposed_above_4096", "mhc_post", "dispatch threshold", DISPATCH_THRESHOLDS)
 def last_tile_transposed_above_4096(threshold: int) -> Implementation:
     """A path for more than 4096 tokens whose partial last tile (T % 128 tokens) reads the
     stream-mixing matrix transposed: every count the accuracy sweep of a CPU run uses is fine."""
@@ -140,7 +144,7 @@ def last_tile_transposed_above_4096(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-last-tile-transposed-above-4096", mhc_post)
 
 
-@FAULTS.seed("reads_neighbour_row", "mhc_post", "batch dependence", "batch_invariance")
+@FAULTS.seed("reads_neighbour_row", "mhc_post", "batch dependence", BATCH_INVARIANCE)
 def reads_neighbour_row(threshold: int) -> Implementation:
     """An off-by-one row index: each token's output leaks a little of the next token's residual
     (wraps to itself for the last), so it depends on who its neighbours are."""
@@ -151,7 +155,7 @@ def reads_neighbour_row(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-reads-neighbour-row", mhc_post)
 
 
-@FAULTS.seed("unwritten_tail_tile", "mhc_post", "out-of-bounds / unwritten output", "poisoned_outputs")
+@FAULTS.seed("unwritten_tail_tile", "mhc_post", "out-of-bounds / unwritten output", POISONED_OUTPUTS)
 def unwritten_tail_tile(threshold: int) -> Implementation:
     """Launches T // 16 tiles of 16 tokens and forgets the remainder: the last T % 16 rows of
     the output are whatever the allocator left there."""
@@ -164,7 +168,7 @@ def unwritten_tail_tile(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-unwritten-tail-tile", mhc_post)
 
 
-@FAULTS.seed("split_k_drops_last_split", "hc_head", "config dependence", "config_invariance")
+@FAULTS.seed("split_k_drops_last_split", "hc_head", "config dependence", CONFIG_INVARIANCE)
 def split_k_drops_last_split(threshold: int) -> Implementation:
     """With n_splits > 1 the last K-split's partial is never added (a loop bound off by one)."""
     def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=1):
@@ -177,7 +181,7 @@ def split_k_drops_last_split(threshold: int) -> Implementation:
     return _impl("hc_head", "fault-split-k-drops-last-split", hc_head, knobs={"n_splits": (1, 4)})
 
 
-@FAULTS.seed("post_writes_residual", "mhc_post", "inputs clobbered", "inputs_unchanged")
+@FAULTS.seed("post_writes_residual", "mhc_post", "inputs clobbered", INPUTS_UNCHANGED)
 def post_writes_residual(threshold: int) -> Implementation:
     """Right output, but the residual stream it was given is overwritten in place (a kernel
     that reuses its input buffer as scratch): the next layer reads garbage."""
@@ -188,7 +192,7 @@ def post_writes_residual(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-post-writes-residual", mhc_post)
 
 
-@FAULTS.seed("host_sync_breaks_capture", "mhc_post", "CUDA-graph capture", "cuda_graph", needs_gpu=True)
+@FAULTS.seed("host_sync_breaks_capture", "mhc_post", "CUDA-graph capture", CUDA_GRAPH, needs_gpu=True)
 def host_sync_breaks_capture(threshold: int) -> Implementation:
     """Right answers, but a finiteness check reads a flag back to the host after the kernel:
     eagerly a hidden sync, inside a CUDA graph capture an error (vLLM decode cannot use it)."""
@@ -200,7 +204,7 @@ def host_sync_breaks_capture(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-host-sync-breaks-capture", mhc_post)
 
 
-@FAULTS.seed("tail_tile_writes_past_residual", "mhc_post", "out-of-bounds write", "inputs_unchanged")
+@FAULTS.seed("tail_tile_writes_past_residual", "mhc_post", "out-of-bounds write", INPUTS_UNCHANGED)
 def tail_tile_writes_past_residual(threshold: int) -> Implementation:
     """Right output, but its partial last tile stores a full tile of scratch back into the
     residual buffer it was given, unmasked: the rows after the last token (another tensor's
@@ -225,7 +229,7 @@ def _persistent(shape, like: torch.Tensor, buffers: dict) -> torch.Tensor:
 
 
 @FAULTS.seed("persistent_buffer_race", "mhc_post", "intermittent race behind a reused buffer",
-             "determinism")
+             DETERMINISM)
 def persistent_buffer_race(threshold: int) -> Implementation:
     """Returns one persistent output buffer per shape (as serving code with static buffers
     does), and on every call after the first its last token's first element is 0.5 off (a race
@@ -246,7 +250,7 @@ def persistent_buffer_race(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("persistent_buffer_stale_in_replay", "mhc_post", "CUDA-graph replay",
-             "cuda_graph", needs_gpu=True)
+             CUDA_GRAPH, needs_gpu=True)
 def persistent_buffer_stale_in_replay(threshold: int) -> Implementation:
     """Returns one persistent output buffer per shape, and its captured path (a launch chosen
     while the stream captures) leaves the last token unwritten, so a replay keeps whatever the
@@ -265,7 +269,7 @@ def persistent_buffer_stale_in_replay(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-persistent-buffer-stale-in-replay", mhc_post)
 
 
-@FAULTS.seed("rms_eps_outside_rsqrt", "mhc_pre", "eps misplaced", "mhc_inputs")
+@FAULTS.seed("rms_eps_outside_rsqrt", "mhc_pre", "eps misplaced", MHC_INPUTS)
 def rms_eps_outside_rsqrt(threshold: int) -> Implementation:
     """``rsqrt(mean(x^2)) + eps`` instead of ``rsqrt(mean(x^2) + eps)``: the same to 1e-6 on
     ordinary tokens, NaN on an all-zero (padding) token and gates off their scale on a tiny one."""
@@ -279,7 +283,7 @@ def rms_eps_outside_rsqrt(threshold: int) -> Implementation:
     return _impl("mhc_pre", "fault-rms-eps-outside-rsqrt", mhc_pre)
 
 
-@FAULTS.seed("squares_in_fp16", "hc_head", "overflow on large activations", "mhc_inputs")
+@FAULTS.seed("squares_in_fp16", "hc_head", "overflow on large activations", MHC_INPUTS)
 def squares_in_fp16(threshold: int) -> Implementation:
     """Squares the streams in fp16 for the RMS (a half-precision prologue): exact enough on
     ordinary tokens, inf on a token with massive activations (|x| > 256), whose gates then
@@ -295,7 +299,7 @@ def squares_in_fp16(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("hidden_tail_unwritten_past_2048", "mhc_post", "partial column tile dropped",
-             "mhc_inputs")
+             MHC_INPUTS)
 def hidden_tail_unwritten_past_2048(threshold: int) -> Implementation:
     """A wide-hidden path (H > 2048) of 1024-column tiles launched for H // 1024 tiles without a
     mask: the last H % 1024 columns are never written. Both production sizes are multiples of

@@ -3,6 +3,7 @@
 from harness.core.family import Probe
 
 MHC_INPUTS = Probe(
+    "mhc_inputs", "mHC results wrong on zero, tiny or outlier tokens or an unusual hidden size",
     passes="zero, tiny and outlier tokens and a hidden size beyond production match the reference",
     cases={op: ((33, (("hidden", 200), ("data", "zero-tokens"))),
                 (33, (("hidden", 200), ("data", "tiny"))),

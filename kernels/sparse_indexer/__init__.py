@@ -5,6 +5,4 @@ from kernels.sparse_indexer.ops import INDEXER_OPS
 from kernels.sparse_indexer import faults, probes, spec, torch, triton  # noqa: F401  (registration on import)
 
 FAMILY = Family(name="sparse_indexer", ops=INDEXER_OPS, faults=faults.FAULTS,
-                probes={"indexer_checks": probes.INDEXER_CHECKS,
-                        "indexer_step": probes.INDEXER_STEP,
-                        "paged_far_blocks": probes.PAGED_FAR_BLOCKS})
+                probes=(probes.INDEXER_CHECKS, probes.INDEXER_STEP, probes.PAGED_FAR_BLOCKS))

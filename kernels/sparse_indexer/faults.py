@@ -7,6 +7,8 @@ from __future__ import annotations
 import torch
 
 from harness.core.faults import SeededFaults
+from harness.core.detectors import CUDA_GRAPH
+from kernels.sparse_indexer.probes import INDEXER_CHECKS, INDEXER_STEP, PAGED_FAR_BLOCKS
 from harness.core.registry import Implementation
 from kernels.sparse_indexer import torch as ref
 from kernels.sparse_indexer.spec import BLOCK_BYTES, BLOCK_SIZE
@@ -20,7 +22,7 @@ def _impl(op, name, fn) -> Implementation:
     return Implementation(op=op, name=name, fn=fn, source=__name__)
 
 
-@FAULTS.seed("window_end_inclusive", "fp8_mqa_logits", "index contract", "indexer_checks")
+@FAULTS.seed("window_end_inclusive", "fp8_mqa_logits", "index contract", INDEXER_CHECKS)
 def window_end_inclusive(threshold: int) -> Implementation:
     """Treats ``cu_seqlen_ke`` as inclusive: every query sees one key too many."""
     def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
@@ -29,7 +31,7 @@ def window_end_inclusive(threshold: int) -> Implementation:
     return _impl("fp8_mqa_logits", "fault-window-end-inclusive", mqa)
 
 
-@FAULTS.seed("relu_after_head_sum", "fp8_mqa_logits", "wrong math", "indexer_checks")
+@FAULTS.seed("relu_after_head_sum", "fp8_mqa_logits", "wrong math", INDEXER_CHECKS)
 def relu_after_head_sum(threshold: int) -> Implementation:
     """``relu(sum_h w * s)`` instead of ``sum_h w * relu(s)``."""
     def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
@@ -42,7 +44,7 @@ def relu_after_head_sum(threshold: int) -> Implementation:
     return _impl("fp8_mqa_logits", "fault-relu-after-head-sum", mqa)
 
 
-@FAULTS.seed("block_tables_ignored", "fp8_paged_mqa_logits", "out-of-bounds read", "indexer_checks")
+@FAULTS.seed("block_tables_ignored", "fp8_paged_mqa_logits", "out-of-bounds read", INDEXER_CHECKS)
 def block_tables_ignored(threshold: int) -> Implementation:
     """Assumes each request's blocks are contiguous in the cache, in request order."""
     def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
@@ -59,7 +61,7 @@ def _decode_rows_real_count(buffer: torch.Tensor, b: StepBatch):
     return buffer[:b.num_decode], b.num_padded_decode
 
 
-@FAULTS.seed("decode_slice_real_count", "top_k_per_row_decode", "out-of-bounds write", "indexer_step")
+@FAULTS.seed("decode_slice_real_count", "top_k_per_row_decode", "out-of-bounds write", INDEXER_STEP)
 def decode_slice_real_count(threshold: int) -> Implementation:
     """The indexer step slices the decode part of ``topk_indices_buffer`` with the real decode
     token count while the top-k (and the reshape after it) use the padded count (PR 42810)."""
@@ -103,7 +105,7 @@ def _fp8_mma_fault(kind: str) -> Implementation:
 
 
 @FAULTS.seed("bf16_head_weights", "fp8_mqa_logits", "precision loss inside the fp8-MMA bound",
-             "indexer_checks")
+             INDEXER_CHECKS)
 def bf16_head_weights(threshold: int) -> Implementation:
     """Declares fp8 tensor-core accumulation, and rounds the head weights to bf16: an error of
     up to 2^-9 of each head's term, which a bound loose enough for any fp8 kernel would admit."""
@@ -111,14 +113,14 @@ def bf16_head_weights(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("bf16_key_scales", "fp8_mqa_logits", "precision loss inside the fp8-MMA bound",
-             "indexer_checks")
+             INDEXER_CHECKS)
 def bf16_key_scales(threshold: int) -> Implementation:
     """Declares fp8 tensor-core accumulation, and rounds the per-key fp32 scales to bf16."""
     return _fp8_mma_fault("key_scales")
 
 
 @FAULTS.seed("bf16_scores", "fp8_mqa_logits", "precision loss inside the fp8-MMA bound",
-             "indexer_checks")
+             INDEXER_CHECKS)
 def bf16_scores(threshold: int) -> Implementation:
     """Declares fp8 tensor-core accumulation, and stores each head's q.k score in bf16 (a bf16
     MMA output, as vLLM's torch fallback does)."""
@@ -126,7 +128,7 @@ def bf16_scores(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("drops_partial_key_block_above_4096", "fp8_mqa_logits", "last partial tile dropped",
-             "indexer_checks")
+             INDEXER_CHECKS)
 def drops_partial_key_block_above_4096(threshold: int) -> Implementation:
     """Above 4096 keys, a key-split path forgets the last partial block of 128 keys: those
     logits stay -inf (a dispatch threshold seen only with more than 4096 keys)."""
@@ -140,7 +142,7 @@ def drops_partial_key_block_above_4096(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("paged_bakes_first_call_length", "fp8_paged_mqa_logits", "value baked into a graph",
-             "cuda_graph", needs_gpu=True)
+             CUDA_GRAPH, needs_gpu=True)
 def paged_bakes_first_call_length(threshold: int) -> Implementation:
     """Reads its key count on the host once, from the first call's first request, and bounds
     every later call by it: a CUDA graph captured after that call replays the stale bound on new
@@ -161,7 +163,7 @@ def paged_bakes_first_call_length(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("k_scale_without_floor", "indexer_k_quant_and_cache", "0/0 on an all-zero token",
-             "indexer_checks")
+             INDEXER_CHECKS)
 def k_scale_without_floor(threshold: int) -> Implementation:
     """Scales by ``amax / 448`` without the 1e-4 floor: an all-zero K token (padding) gets scale
     0 and NaN values (0 / 0) in the cache."""
@@ -177,7 +179,7 @@ def k_scale_without_floor(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("ue8m0_rounds_exact_powers_up", "fp8_quantize_q", "scale off by a power of two",
-             "indexer_checks")
+             INDEXER_CHECKS)
 def ue8m0_rounds_exact_powers_up(threshold: int) -> Implementation:
     """Rounds a Q scale up to a power of two as ``2^(floor(log2 r) + 1)``: right unless ``amax /
     448`` is already a power of two, where the scale doubles and every value halves (rows whose
@@ -193,7 +195,7 @@ def ue8m0_rounds_exact_powers_up(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("empty_context_sees_first_key", "fp8_paged_mqa_logits", "visibility mask",
-             "indexer_checks")
+             INDEXER_CHECKS)
 def empty_context_sees_first_key(threshold: int) -> Implementation:
     """Clamps a request's length to at least 1 (``max(len, 1)``, a guard against an empty loop):
     a request with no context sees the key in its first block slot."""
@@ -204,7 +206,7 @@ def empty_context_sees_first_key(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("block_offset_wraps_at_2_31", "fp8_paged_mqa_logits", "32-bit offset overflow",
-             "paged_far_blocks", needs_gpu=True)
+             PAGED_FAR_BLOCKS, needs_gpu=True)
 def block_offset_wraps_at_2_31(threshold: int) -> Implementation:
     """Computes a block's byte offset in signed 32-bit arithmetic: past 2^31 bytes of cache it
     wraps and the kernel reads another block (a cache of more than 254K blocks of 64 slots)."""

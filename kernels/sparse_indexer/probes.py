@@ -12,6 +12,7 @@ from kernels.sparse_indexer.step import STEP_OPS, decode_rows, judge_step, make_
     reference_step, run_step
 
 INDEXER_CHECKS = Probe(
+    "indexer_checks", "indexer results that break the index, visibility or fp8 contract",
     passes="bit-exact quantisation, mask and logits bounds hold",
     cases={
         "fp8_quantize_k": ((37, ()), (9, (("scale_fmt", "ue8m0"),))),
@@ -35,6 +36,7 @@ with more than 4096 keys ending in a partial block of 128; all-zero K tokens wri
 prefix blocks."""
 
 PAGED_FAR_BLOCKS = Probe(
+    "paged_far_blocks", "paged-cache offsets that overflow past 2^31 bytes",
     passes="a paged cache read past 2^31 bytes matches the reference",
     cases={"fp8_paged_mqa_logits": ((6, (("heads", 4), ("next_n", 2), ("context", 300),
                                          ("far_blocks", True))),)})
@@ -76,5 +78,6 @@ def indexer_step(spec: OpSpec, impl: Implementation, profile, base: Case) -> Fin
     return Finding("indexer_step", impl.op, impl.name, not problems, message, rows)
 
 
-INDEXER_STEP = Probe(passes="step selects the top-k, padding rows -1, guards intact",
+INDEXER_STEP = Probe(
+    "indexer_step", "an indexer step that slices padded batches wrongly",passes="step selects the top-k, padding rows -1, guards intact",
                      run=indexer_step)

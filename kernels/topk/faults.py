@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.faults import SeededFaults
+from kernels.topk.probes import TOPK_CHECKS, TOPK_PAST_2_31
 from harness.core.registry import Implementation
 from kernels.topk import torch as ref
 from kernels.topk.validate import decode_row_ends
@@ -26,7 +27,7 @@ def _select_from_zero(view, ends, indices, top_k) -> None:
     ref.select_into(view, torch.zeros_like(ends), ends, indices, int(top_k))
 
 
-@FAULTS.seed("global_offsets", "top_k_per_row_prefill", "index contract", "topk_checks")
+@FAULTS.seed("global_offsets", "top_k_per_row_prefill", "index contract", TOPK_CHECKS)
 def global_offsets(threshold: int) -> Implementation:
     """Returns global column numbers instead of offsets from row_starts."""
     def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
@@ -37,7 +38,7 @@ def global_offsets(threshold: int) -> Implementation:
     return _impl("top_k_per_row_prefill", "fault-global-offsets", prefill)
 
 
-@FAULTS.seed("stale_instead_of_minus_one", "top_k_per_row_decode", "index contract", "topk_checks")
+@FAULTS.seed("stale_instead_of_minus_one", "top_k_per_row_decode", "index contract", TOPK_CHECKS)
 def stale_slots(threshold: int) -> Implementation:
     """Writes the selected offsets but never the -1 padding (slots keep what was there)."""
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
@@ -50,7 +51,7 @@ def stale_slots(threshold: int) -> Implementation:
     return _impl("top_k_per_row_decode", "fault-stale-instead-of-minus-one", decode)
 
 
-@FAULTS.seed("writes_row_past_slice", "top_k_per_row_decode", "out-of-bounds write", "topk_checks")
+@FAULTS.seed("writes_row_past_slice", "top_k_per_row_decode", "out-of-bounds write", TOPK_CHECKS)
 def writes_row_past_slice(threshold: int) -> Implementation:
     """Sized by the padded row count of the buffer instead of num_rows: clears one row beyond
     the rows it owns (the PR 42810 decode-slice class)."""
@@ -63,7 +64,7 @@ def writes_row_past_slice(threshold: int) -> Implementation:
     return _impl("top_k_per_row_decode", "fault-writes-row-past-slice", decode)
 
 
-@FAULTS.seed("decode_window_off_by_one", "top_k_per_row_decode", "index contract", "topk_checks")
+@FAULTS.seed("decode_window_off_by_one", "top_k_per_row_decode", "index contract", TOPK_CHECKS)
 def decode_window_off_by_one(threshold: int) -> Implementation:
     """Every draft row j > 0 sees one key too many (``+ j + 2`` instead of ``+ j + 1``)."""
     def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
@@ -75,7 +76,7 @@ def decode_window_off_by_one(threshold: int) -> Implementation:
     return _impl("top_k_per_row_decode", "fault-decode-window-off-by-one", decode)
 
 
-@FAULTS.seed("nan_ranks_highest", "top_k_per_row_prefill", "NaN selected", "topk_checks")
+@FAULTS.seed("nan_ranks_highest", "top_k_per_row_prefill", "NaN selected", TOPK_CHECKS)
 def nan_ranks_highest(threshold: int) -> Implementation:
     """Orders by the raw sortable bits, where a positive NaN sorts above +inf: NaN logits (a NaN
     in q or k upstream) are selected first (vLLM #49896, before PR #50201)."""
@@ -96,7 +97,7 @@ def _order_keys(view: torch.Tensor) -> torch.Tensor:
 
 
 @FAULTS.seed("threshold_bin_stash_overflow", "top_k_per_row_prefill", "dropped candidates",
-             "topk_checks")
+             TOPK_CHECKS)
 def threshold_bin_stash_overflow(threshold: int) -> Implementation:
     """A radix select that keeps at most STASH candidates of its threshold bin (the k-th value's
     top 12 key bits) and silently drops the rest (vLLM #51782, SGLang #36807): random rows never
@@ -122,7 +123,7 @@ def threshold_bin_stash_overflow(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("tie_flood_leaves_minus_one", "top_k_per_row_decode", "-1 inside the valid prefix",
-             "topk_checks")
+             TOPK_CHECKS)
 def tie_flood_leaves_minus_one(threshold: int) -> Implementation:
     """More than STASH values equal to the k-th value: the slots the stash could not fill stay -1
     inside the row's valid prefix (SGLang #30645), so a reader gathers KV slot -1."""
@@ -145,7 +146,7 @@ def tie_flood_leaves_minus_one(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("padded_row_end_read_unsigned", "top_k_per_row_decode", "stale row selected",
-             "topk_checks")
+             TOPK_CHECKS)
 def padded_row_end_read_unsigned(threshold: int) -> Implementation:
     """A padded draft row's causal end ``seq_len - next_n + j + 1`` is <= 0; read as an unsigned
     length it wraps to a huge one, clamped to the row: the kernel selects over the whole stale
@@ -160,7 +161,7 @@ def padded_row_end_read_unsigned(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("zero_logit_read_as_empty", "top_k_per_row_prefill", "-1 inside the valid prefix",
-             "topk_checks")
+             TOPK_CHECKS)
 def zero_logit_read_as_empty(threshold: int) -> Implementation:
     """Uses 0.0 as its "empty slot" marker: a selected logit that is zero (either sign) is written
     as -1, so all-zero rows (padding tokens, cleared logits) come back with no index."""
@@ -176,7 +177,7 @@ def zero_logit_read_as_empty(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("flushes_subnormals", "top_k_per_row_decode", "wrong values selected",
-             "topk_checks")
+             TOPK_CHECKS)
 def flushes_subnormals(threshold: int) -> Implementation:
     """Ranks by values with subnormals flushed to zero (FTZ arithmetic on the order keys): distinct
     tiny logits tie at 0, and the kernel picks among them arbitrarily."""
@@ -190,7 +191,7 @@ def flushes_subnormals(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("seq_lens_2d_read_as_1d", "top_k_per_row_decode", "wrong window",
-             "topk_checks")
+             TOPK_CHECKS)
 def seq_lens_2d_read_as_1d(threshold: int) -> Implementation:
     """Reads a [batch, next_n] seq_lens as if it were [batch]: its first ``batch`` entries taken
     as the requests' lengths, whatever the row."""
@@ -204,7 +205,7 @@ def seq_lens_2d_read_as_1d(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("row_offset_wraps_at_2_31", "top_k_per_row_decode", "32-bit offset overflow",
-             "topk_past_2_31", needs_gpu=True, fuzz_max_elements=3 * 2 ** 30)
+             TOPK_PAST_2_31, needs_gpu=True, fuzz_max_elements=3 * 2 ** 30)
 def row_offset_wraps_at_2_31(threshold: int) -> Implementation:
     """Computes a row's element offset ``row * stride0`` in signed 32-bit arithmetic: past 2^31
     logits it wraps, and the rows there are selected from the rows the offset lands on."""
@@ -218,7 +219,7 @@ def row_offset_wraps_at_2_31(threshold: int) -> Implementation:
 
 
 @FAULTS.seed("last_column_dropped_at_full_width", "top_k_per_row_decode", "wrong window",
-             "topk_checks")
+             TOPK_CHECKS)
 def last_column_dropped_at_full_width(threshold: int) -> Implementation:
     """Clamps every window's end to ``N - 1`` (a kernel that assumes the logits buffer is padded
     one column wider than any row): right until a row is as long as the buffer."""

@@ -3,6 +3,7 @@
 from harness.core.family import Probe
 
 TOPK_CHECKS = Probe(
+    "topk_checks", "top-k results that break the index contract",
     passes="contract, ties and guard bands hold",
     cases={
         "top_k_per_row_prefill": ((37, (("top_k", 16), ("context", 40), ("seqs", 3), ("clean", False))),
@@ -29,6 +30,7 @@ subnormal rows, 2-D seq_lens and rows as long as the buffer: enough to expose ev
 NaN-ranking, on-chip-capacity, zero-as-empty, subnormal-flushing, seq_lens-layout and last-column fault."""
 
 TOPK_PAST_2_31 = Probe(
+    "topk_past_2_31", "top-k row offsets that overflow past 2^31 logits",
     passes="rows past 2^31 logits select their own top-k",
     cases={"top_k_per_row_decode": ((8200, (("top_k", 64), ("context", 262_144), ("next_n", 4),
                                              ("clean", True))),)})
