@@ -137,7 +137,7 @@ def planned(profile: str) -> tuple[dict[str, list[dict]], int]:
     """The coverage table a run of ``profile`` would have on this machine, from a collection of
     the suites (nothing runs): swept cases count as judged, those pytest would skip here as
     skipped with their reason. Also the number of cases collected."""
-    suites = pathlib.Path(__file__).resolve().parent.parent / "suites"
+    suites = pathlib.Path(__file__).resolve().parents[2] / "suites"
     with tempfile.TemporaryDirectory() as tmp:
         plan = pathlib.Path(tmp) / "plan.jsonl"
         env = {**os.environ, PLAN_ENV: str(plan)}

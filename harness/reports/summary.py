@@ -32,7 +32,7 @@ def environment() -> dict[str, str]:
             info[pkg] = "absent"
     if info["vllm"] != "absent":
         info["vllm_commit"] = _vllm_commit()
-    repo = pathlib.Path(__file__).resolve().parent.parent
+    repo = pathlib.Path(__file__).resolve().parents[2]
     info["git_commit"] = _run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]) or "unknown"
     if device.has_gpu():
         info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version",
