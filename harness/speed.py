@@ -1,5 +1,5 @@
 """Moved to :mod:`harness.reports.speed`; this path keeps working, with a DeprecationWarning."""
 
-from harness._moved import alias
+from harness.core.moved import alias
 
 alias(__name__, "harness.reports.speed")

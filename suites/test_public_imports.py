@@ -62,6 +62,7 @@ MOVED = {
     "harness.durations": "harness.pytest_plugin.durations",
     "harness.shards": "harness.pytest_plugin.shards",
     "harness.gpu_memory": "harness.pytest_plugin.gpu_memory",
+    "harness.core.batches": "kernels.topk.batches",
 }
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.batches import decode_seq_lens, ragged_prefill
+from kernels.topk.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
 from harness.core.errors import ContractViolation
 from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, context_holds_drafts, flag

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from harness.core.batches import decode_seq_lens, ragged_prefill
+from kernels.topk.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
 from kernels.topk.compare import SENTINEL, compare_topk, guard_violations, guarded_buffer
 from kernels.sparse_indexer import torch as ref

@@ -39,7 +39,7 @@ from typing import Callable
 
 import torch
 
-from harness.core.batches import decode_seq_lens, ragged_prefill
+from kernels.topk.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
 from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, context_holds_drafts, flag
 from harness.core.input_space import (GPU_PROFILES, Cell, InputSpace, at_least, between,
