@@ -47,10 +47,28 @@ def _complete(url: str, body: dict, timeout: float) -> Continuation:
         raise LogprobError(f"{url}: {exc}") from exc
 
 
+FLUSH_PROMPT = "Hello"
+"""A prompt that shares no first token with a GSM8K prompt (they start with "Question:")."""
+
+
 def collect(base_url: str, model: str, prompts: Mapping[Any, tuple[str, Mapping[str, Any]]],
-            concurrency: int, timeout: float = 600.0, top_n: int = TOP_N) -> dict[Any, dict]:
-    """question id -> compact logprob record, ``concurrency`` requests in flight at once."""
+            concurrency: int, timeout: float = 600.0, top_n: int = TOP_N,
+            fresh: bool = False) -> dict[Any, dict]:
+    """question id -> compact logprob record, ``concurrency`` requests in flight at once.
+
+    ``fresh``: one request at a time, each after a short unrelated one, so the server evaluates
+    every prompt from its first token. llama.cpp's server reuses the KV cache of whatever it ran
+    before for the longest shared prefix, and a prompt evaluated in other chunks gets other
+    logprobs (0.09 seen, against 0 with the same history): without this the figures would
+    depend on the request order, not on the build."""
     url = f"{base_url.rstrip('/')}/v1/completions"
+    if fresh:
+        out = {}
+        for q, (p, g) in prompts.items():
+            _complete(url, {"model": model, "prompt": FLUSH_PROMPT, "max_tokens": 1,
+                            "temperature": 0.0, "logprobs": 1}, timeout)
+            out[q] = _complete(url, request_body(model, p, g, top_n), timeout).compact()
+        return out
     with concurrent.futures.ThreadPoolExecutor(max(1, concurrency)) as pool:
         futures = {q: pool.submit(_complete, url, request_body(model, p, g, top_n), timeout)
                    for q, (p, g) in prompts.items()}

@@ -23,6 +23,9 @@ from harness.e2e import (data, drift, fingerprint, golden as golden_mod, lmeval,
 from harness.e2e.judge import comparisons, judge_level, worst
 
 DEFAULT_LEVELS = (1, 8, 32, 128)
+FRESH_PROMPTS = ("llama-cpp",)
+"""Server kinds whose logprob pass evaluates every prompt afresh (harness.e2e.logprobs.collect):
+llama.cpp serves one request at a time and reuses the previous request's KV cache."""
 
 
 @dataclasses.dataclass
@@ -179,7 +182,8 @@ def _logprob_pass(cfg: E2EConfig, srv, level: int, out: pathlib.Path) -> dict:
     start = time.monotonic()
     try:
         records = logprobs.collect(srv.base_url, srv.model, prompts, level,
-                                   cfg.request_timeout, cfg.logprobs_top_n)
+                                   cfg.request_timeout, cfg.logprobs_top_n,
+                                   fresh=cfg.server_kind in FRESH_PROMPTS)
     except logprobs.LogprobError as exc:
         srv.check()
         return {"logprobs_error": str(exc)}
