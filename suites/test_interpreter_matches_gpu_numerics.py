@@ -15,7 +15,8 @@ from harness.core.device import has_gpu, triton_interpreted
 from harness.core.interpreter_rounding import fp32_to_bf16_bits, fp32_to_e4m3_bits
 from harness.subprocess_env import child_env
 
-pytestmark = pytest.mark.implementation("triton")  # the interpreter runs the Triton kernels
+# the interpreter runs the Triton kernels
+pytestmark = [pytest.mark.implementation("triton"), pytest.mark.machinery]
 
 EDGES = [0.0, -0.0, 1.0, 1.00390625, 1.005859375, 1.0078125 + 2 ** -9, 3.3895314e38, 3.4e38,
          float("inf"), float("-inf"), 1e-40, -1e-40, 2 ** -133]
@@ -79,3 +80,39 @@ def _root():
     import pathlib
 
     return pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(not triton_interpreted(), reason="the interpreter's speed-up applies only "
+                    "where Triton kernels run under TRITON_INTERPRET=1 (a CPU host)")
+@pytest.mark.parametrize("op,case", [
+    ("mhc_pre", dict(tokens=33, hidden=200)),
+    ("hc_head", dict(tokens=7, hidden=64)),
+    ("top_k_per_row_prefill", dict(tokens=9, top_k=16, context=4096, seqs=2)),
+], ids=["mhc_pre", "hc_head", "top_k_per_row_prefill"])
+def test_interpreter_speed_up_changes_no_bit(op, case):
+    """harness.core.interpreter_speed (one language patch a grid, numpy reductions for declared
+    combine functions) against the interpreter as Triton ships it: the same outputs, bitwise."""
+    from harness.core.cases import Case
+    from harness.core.interpreter_speed import install, interpreter_as_shipped
+    from harness.core.registry import records
+    from harness.core.specs import get_spec
+
+    assert install(), "the interpreter is not shaped as harness.core.interpreter_speed expects"
+    spec = get_spec(op)
+    params = tuple((k, v) for k, v in case.items() if k not in ("tokens", "hidden"))
+    inputs = spec.make_inputs(Case(op, tokens=case["tokens"], hidden=case.get("hidden", 0),
+                                   device="cpu", params=params))
+    run = records(op)["triton"].fn
+
+    def outputs():
+        fresh = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        out = run(*spec.arguments(fresh))
+        return [t for t in (out if isinstance(out, tuple) else (out,)) if t is not None] + \
+            [v for v in fresh.values() if isinstance(v, torch.Tensor)]
+
+    fast = outputs()
+    with interpreter_as_shipped():
+        shipped = outputs()
+    for a, b in zip(fast, shipped, strict=True):
+        assert torch.equal(a.view(torch.uint8) if a.dtype.is_floating_point else a,
+                           b.view(torch.uint8) if b.dtype.is_floating_point else b)

@@ -41,15 +41,17 @@ def configure_triton(cpu_tensors: bool = False) -> None:
     Set ``HARNESS_NO_TRITON_INTERPRET=1`` to keep it off; Triton kernels then report
     themselves unavailable on a machine with no GPU instead of running slowly on CPU. When the
     interpreter is on, its fp32 -> bf16 casts are made to round as the GPU's do
-    (:mod:`harness.core.interpreter_rounding`).
+    (:mod:`harness.core.interpreter_rounding`), and its helper calls stop re-patching the
+    language (:mod:`harness.core.interpreter_speed`).
     """
     if (cpu_tensors or not has_gpu()) and "TRITON_INTERPRET" not in os.environ:
         if os.environ.get("HARNESS_NO_TRITON_INTERPRET", "0") in ("", "0"):
             os.environ["TRITON_INTERPRET"] = "1"
     if triton_interpreted():
-        from harness.core.interpreter_rounding import install
+        from harness.core import interpreter_rounding, interpreter_speed
 
-        install()
+        interpreter_rounding.install()
+        interpreter_speed.install()
 
 
 def triton_unavailable_reason() -> str | None:

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy
 import torch
 import triton
 import triton.language as tl
 
 from harness.core import deferred
 from harness.core.device import triton_interpreted, triton_unavailable_reason
+from harness.core.interpreter_speed import vectorised_reduction
 from harness.core.registry import register
 from kernels.topk import validate
 from kernels.triton_utils import error_word
@@ -128,6 +130,9 @@ def _key_of_bits(bits):
 @triton.jit
 def _or(a, b):
     return a | b
+
+
+vectorised_reduction(_or, numpy.bitwise_or)  # the CPU interpreter would reduce it in Python
 
 
 @triton.jit
