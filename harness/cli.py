@@ -33,6 +33,8 @@ def cmd_run(args) -> int:
     pytest_args = [str(pathlib.Path(__file__).resolve().parent.parent / "suites"),
                    "--profile", profile, "--report-dir", str(folder), "-q",
                    "-p", "no:cacheprovider"]
+    if not args.self_tests:
+        pytest_args += ["-m", JUDGING_ONLY]
     for op in args.ops or []:
         pytest_args += ["--op", op]
     for name in args.impl:
@@ -71,6 +73,12 @@ def cmd_run(args) -> int:
                                  if baseline is not None else ""))
     print(f"verdict: {why}")
     return verdict
+
+
+JUDGING_ONLY = "not machinery"
+"""What ``harness run`` selects: the suites that judge implementations. Tests of the harness's own
+machinery (its CLI, reports, sharding, fuzzer, imports, the E2E judge on seeded faults) carry the
+``machinery`` marker; the test command (CI) runs them, ``harness run --self-tests`` too."""
 
 
 FUZZ_MINUTES = {"nightly": 10.0, "full": 30.0}
@@ -294,6 +302,8 @@ def _run_args(run) -> None:
     run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")
     run.add_argument("--fuzz", type=float, metavar="MINUTES", help="fuzz for MINUTES after the "
                      "sweep (default: 10 for nightly, 30 for full, else none; 0 turns it off)")
+    run.add_argument("--self-tests", action="store_true", help="also run the tests of the "
+                     "harness's own machinery (marker machinery), as the test command does")
     run.add_argument("--compare-to", help="earlier run folder for the trend, 'auto' (newest "
                      "run of the same profile; default for nightly) or 'none'")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")

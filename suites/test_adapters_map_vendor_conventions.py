@@ -19,7 +19,8 @@ from harness.core.specs import get_spec
 from kernels.mhc import torch as mhc_ref
 from suites import vendor_standins as standins
 
-pytestmark = pytest.mark.implementation()  # stand-in vendors, not the real packages
+# stand-in vendors, not the real packages
+pytestmark = [pytest.mark.implementation(), pytest.mark.machinery]
 
 MHC_TOKENS = (1, 7, 33)
 MHC_HIDDEN = 64

@@ -13,7 +13,8 @@ from harness.subprocess_env import child_env
 from harness.reports.summary import write_meta
 from harness.reports.trend import compare_runs, write_trend
 
-pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
+# the harness runs here are subprocesses
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
 
 GOOD = """from harness.core.registry import register
 from kernels.mhc.torch import mhc_post_compute

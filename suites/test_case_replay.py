@@ -19,6 +19,9 @@ from harness.core.cases import Case
 from harness.core.specs import get_spec
 from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
+pytestmark = pytest.mark.machinery
+
+
 CASE = Case("mhc_post", tokens=33, hidden=64)
 ENV = {"device": "cpu", "torch": torch.__version__}
 

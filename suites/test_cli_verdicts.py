@@ -11,7 +11,8 @@ import pytest
 
 from harness.subprocess_env import child_env
 
-pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
+# the harness runs here are subprocesses
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
 
 GOOD = """
 from harness.core.registry import register

@@ -17,6 +17,9 @@ from harness.core.registry import records
 from harness.core.specs import get_spec
 from harness.evaluate import evaluate
 
+pytestmark = pytest.mark.machinery
+
+
 JUDGED = ("kv_layout", "fp32_division", "outside_window")
 """Declared keys a spec compares by (accumulation is the Implementation's own field)."""
 GPU = has_gpu()

@@ -8,6 +8,9 @@ import pytest
 
 from harness.e2e.drift import Continuation, DriftError, DriftLimits, compare, judge
 
+pytestmark = pytest.mark.machinery
+
+
 LIMITS = DriftLimits(near_tie=0.05, max_delta=0.02, max_confident_share=0.0, source="test")
 
 

@@ -14,7 +14,8 @@ from scipy import stats as sps
 from harness.e2e import fingerprint, stats
 from harness.e2e.judge import comparisons, judge_level
 
-pytestmark = pytest.mark.host_only  # simulations in numpy
+# simulations in numpy
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
 
 N, ACC, REPS, ALPHA_PER_TEST = 1319, 0.95, 4000, 0.005
 

@@ -6,9 +6,13 @@ under it; JUnit carries each failing test's group as a ``failure_group`` propert
 
 import re
 
+import pytest
+
 from harness.core.results import ResultLog
 from harness.reports.summary import write_meta, write_summary
 from harness.reports.tables import failure_kind
+
+pytestmark = pytest.mark.machinery
 
 
 def _broken_einsum_run(folder):

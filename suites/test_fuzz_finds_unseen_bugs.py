@@ -24,6 +24,9 @@ from harness.fuzz.strategies import cases
 from harness.profiles import BASELINE_MAX_TOKENS
 from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
+pytestmark = pytest.mark.machinery
+
+
 FIND = settings(database=None, derandomize=True, max_examples=20_000,
                 suppress_health_check=list(HealthCheck))
 

@@ -21,6 +21,8 @@ from harness.evaluate import evaluate
 from harness.subprocess_env import child_env
 from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
 
+pytestmark = pytest.mark.machinery
+
 
 @pytest.mark.parametrize("meta,code,why", [
     ({"cases_run": {}}, EXIT_UNTESTABLE, "no case of any implementation was judged"),

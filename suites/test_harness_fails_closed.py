@@ -16,6 +16,9 @@ from harness.evaluate import evaluate
 from harness.impl_modules import ImplModuleError, load_impl_module
 from harness.core.tolerances import Tolerance
 
+pytestmark = pytest.mark.machinery
+
+
 TOL = Tolerance(1e-3, 1e-3, "test")
 
 

@@ -12,6 +12,8 @@ from harness.reports.summary import write_meta, write_summary
 from harness.core.results import ResultLog
 from suites.browser import BROWSER, NO_BROWSER, dump_dom
 
+pytestmark = pytest.mark.machinery
+
 
 def _report(folder: pathlib.Path) -> pathlib.Path:
     log = ResultLog()

@@ -17,6 +17,9 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.machinery
+
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "kernels")
 

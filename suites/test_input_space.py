@@ -12,6 +12,7 @@ from harness.core.cases import Case
 from harness.core.input_space import PROFILES, Cell, InputSpace
 from harness.core.specs import all_specs, get_spec
 
+pytestmark = pytest.mark.machinery
 
 
 def test_every_op_declares_values_and_sizes():

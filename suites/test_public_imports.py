@@ -12,6 +12,8 @@ import pytest
 import harness
 from harness.subprocess_env import child_env
 
+pytestmark = pytest.mark.machinery
+
 
 @pytest.mark.parametrize("name", harness.__all__)
 def test_every_public_name_resolves(name):

@@ -14,7 +14,8 @@ import pytest
 from harness.pytest_plugin.shards import ShardError, parse
 from harness.subprocess_env import child_env
 
-pytestmark = pytest.mark.host_only  # the harness runs here are subprocesses
+# the harness runs here are subprocesses
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SELECTION = [str(ROOT / "suites" / "test_mhc_accuracy.py"), "-k", "mhc_post and torch"]

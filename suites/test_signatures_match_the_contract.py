@@ -10,6 +10,9 @@ from harness.core.ops import op_names
 from harness.core.registry import records
 from harness.core.specs import get_spec
 
+pytestmark = pytest.mark.machinery
+
+
 SHIPPED = [(op, name) for op in op_names() for name, impl in sorted(records(op).items())
            if impl.source.startswith("kernels.")]
 

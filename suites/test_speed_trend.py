@@ -16,7 +16,7 @@ import pytest
 from harness.cli import main as harness
 from suites.browser import BROWSER, NO_BROWSER, dump_dom
 
-pytestmark = pytest.mark.host_only
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
 
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
 

@@ -93,7 +93,7 @@ def cmd_e2e(args) -> int:
 
         args.output = str(new_report_folder(None) / "e2e")
     try:
-        _limit_like_golden(args)
+        _settings_like_golden(args)
         summary = run(config_from_args(args))
     except (GoldenError, DataError, FileNotFoundError, ValueError) as exc:
         print(f"harness e2e: could not test: {exc}")
@@ -107,19 +107,24 @@ def cmd_e2e(args) -> int:
     return EXIT[summary["verdict"]]
 
 
-def _limit_like_golden(args) -> None:
-    """Without --limit, a golden recorded on the first N questions sets N: the whole test set
-    could not be compared with it question by question anyway."""
-    if args.limit is not None or not args.golden:
+def _settings_like_golden(args) -> None:
+    """What --limit and --num-fewshot leave unsaid comes from the golden: a golden recorded on
+    the first N questions sets N (the whole test set could not be compared with it question by
+    question anyway), and its shot count sets the prompts (another count could only be refused)."""
+    if not args.golden:
         return
     from harness.e2e import golden
 
     gold = golden.load(args.golden)
     limit = gold["task"].get("limit")
-    if limit and gold.get("per_question"):
+    if args.limit is None and limit and gold.get("per_question"):
         args.limit = int(limit)
         print(f"harness e2e: --limit {limit}, the golden's (it holds the first {limit} "
               "questions); pass --limit to choose")
+    shots = gold["task"].get("num_fewshot")
+    if args.num_fewshot is None and shots is not None:
+        args.num_fewshot = int(shots)
+        print(f"harness e2e: --num-fewshot {shots}, the golden's")
 
 
 def _record(args) -> int:

@@ -53,6 +53,9 @@ MARKERS = (
     "implementation(*names): the implementations a test is about, for --impl (no names: none, "
     "e.g. vendor stand-ins)",
     "device_memory_heavy: needs tens of GB of GPU memory; runs one at a time across xdist workers",
+    "machinery: tests the harness's own machinery (CLI, reports, sharding, fuzzer, imports, the "
+    "E2E judge on seeded faults), not an implementation: the test command runs it, `harness run` "
+    "only with --self-tests",
     "host_only: allocates no GPU memory itself, so it takes no GPU share (harness runs it starts "
     "in subprocesses take their own)",
 )
