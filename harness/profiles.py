@@ -69,6 +69,14 @@ so the interpreter stops at the smoke profile's largest count; GPU profiles cros
 dispatch threshold with every implementation."""
 
 
+COMPOSED_INTERPRETER_MAX_TOKENS = 7
+"""Largest token count an implementation declared a composition of other ops (``declared
+composition``: the fused mHC op as mhc_post then mhc_pre) is run at under the CPU interpreter: its
+parts are judged at every token count of the profile there, so above this size it would run the
+same kernels again; what only the composition can get wrong (which output feeds which input)
+shows at any size, and GPU profiles judge it at every size."""
+
+
 INTERPRETER_MAX_ELEMENTS = 2 ** 18
 """Largest case (rows x width, ``OpSpec.case_elements``) a Triton kernel is run at under the CPU
 interpreter: top-k rows of 16385+ columns take minutes there, while the torch paths and user

@@ -20,6 +20,7 @@ import importlib
 import torch
 
 from harness.adapters.base import TF32_OPS, Adapter, namespace, triton_tf32_gemm
+from kernels.mhc.ops import FUSED_AS_COMPOSITION
 
 OPS = ("mhc_pre", "mhc_post", "mhc_fused_post_pre", "hc_head")
 
@@ -79,4 +80,6 @@ ADAPTER = Adapter(
     install_hint="pip install --no-deps liger-kernel (a 1 MB wheel; its Triton kernels run under "
                  "the interpreter on CPU)",
     ops={"liger": OPS}, discover=discover, bind=bind, triton=frozenset({"liger"}),
-    declared={"liger": {op: triton_tf32_gemm() for op in TF32_OPS}})
+    declared={"liger": {op: (triton_tf32_gemm() if op in TF32_OPS else {})
+                        | (FUSED_AS_COMPOSITION if op == "mhc_fused_post_pre" else {})
+                        for op in OPS}})

@@ -34,8 +34,8 @@ from harness.core import device as harness_device
 from harness.core.cases import Case
 from harness.core.registry import Implementation, KnownDeviationSeen, records
 from harness.core.specs import OpSpec, get_spec
-from harness.profiles import (INTERPRETER_MAX_ELEMENTS, INTERPRETER_MAX_TOKENS, Profile,
-                              get_profile, runs_for)
+from harness.profiles import (COMPOSED_INTERPRETER_MAX_TOKENS, INTERPRETER_MAX_ELEMENTS,
+                              INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for)
 
 AXES = ("tokens", "hidden", "seed")
 
@@ -88,24 +88,32 @@ def _memory_marks(spec: OpSpec, case: Case, profile: Profile) -> list:
     return [pytest.mark.device_memory_heavy] if elements >= LARGE_CASE_ELEMENTS else []
 
 
+def _interpreted_skip(impl: Implementation, why: str, where: str) -> list:
+    return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU runs "
+                             f"under the interpreter ({why}); {where}")]
+
+
 def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
     """Skips, with the reason, for cases beyond what ``impl`` is run at: Triton kernels under
     the CPU interpreter, and an implementation's declared ``cost_limit``."""
-    if (impl.triton and harness_device.triton_interpreted()
-            and (case.tokens or 0) > INTERPRETER_MAX_TOKENS):
-        return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU "
-                                 f"runs under the interpreter (minutes at T={case.tokens}); "
-                                 f"Triton kernels stop at T={INTERPRETER_MAX_TOKENS} on a CPU "
-                                 "and are run at every token count on a GPU (--profile "
-                                 "ci/nightly)")]
+    interpreted = impl.triton and harness_device.triton_interpreted()
     elements = spec.case_elements(case)
-    if (impl.triton and harness_device.triton_interpreted() and elements is not None
-            and elements > INTERPRETER_MAX_ELEMENTS):
-        return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU "
-                                 f"runs under the interpreter (minutes for {elements} elements); "
+    if interpreted and (case.tokens or 0) > INTERPRETER_MAX_TOKENS:
+        return _interpreted_skip(impl, f"minutes at T={case.tokens}",
+                                 f"Triton kernels stop at T={INTERPRETER_MAX_TOKENS} on a CPU and "
+                                 "are run at every token count on a GPU (--profile ci/nightly)")
+    if interpreted and elements is not None and elements > INTERPRETER_MAX_ELEMENTS:
+        return _interpreted_skip(impl, f"minutes for {elements} elements",
                                  f"on a CPU they stop at {INTERPRETER_MAX_ELEMENTS} elements, "
                                  "torch paths and user modules run this size here, and Triton "
-                                 "kernels run it on a GPU (--profile ci/nightly)")]
+                                 "kernels run it on a GPU (--profile ci/nightly)")
+    composition = impl.declared.get("composition")
+    small = 0 < (case.tokens or 0) <= COMPOSED_INTERPRETER_MAX_TOKENS
+    if interpreted and composition and not small:
+        return _interpreted_skip(impl, f"it is {composition}, whose parts this run judges at "
+                                 "every token count", "the composition is judged here up to "
+                                 f"T={COMPOSED_INTERPRETER_MAX_TOKENS} and at every size on a "
+                                 "GPU (profiles.COMPOSED_INTERPRETER_MAX_TOKENS)")
     unsupported = impl.unsupported_for(case)
     if unsupported:
         return [pytest.mark.skip(reason=f"{impl.name}/{case.op} is documented not to handle "

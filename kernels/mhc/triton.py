@@ -38,6 +38,7 @@ import triton.language as tl
 from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
 from harness.core.registry import register
 from kernels.mhc import validate
+from kernels.mhc.ops import FUSED_AS_COMPOSITION
 from kernels.triton_utils import dot_bf16, to_bf16_rtne
 
 
@@ -297,7 +298,8 @@ def mhc_post(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan = DEFAU
     return out.view(residual.shape)
 
 
-@register("mhc_fused_post_pre", "triton", **_HERE, batch_invariant=True, knobs=KNOBS)
+@register("mhc_fused_post_pre", "triton", **_HERE, batch_invariant=True, knobs=KNOBS,
+          declared=FUSED_AS_COMPOSITION)
 def mhc_fused_post_pre(x, residual, post_layer_mix, comb_res_mix, fn, hc_scale, hc_base, rms_eps,
                        hc_pre_eps, hc_sinkhorn_eps, hc_post_mult_value, sinkhorn_repeat,
                        n_splits=None, plan: LaunchPlan = DEFAULT_PLAN):
