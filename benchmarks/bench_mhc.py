@@ -2,6 +2,7 @@
 and vLLM's own Triton kernels, against the copy bandwidth measured in the same run.
 
     python benchmarks/bench_mhc.py [--hidden 7168] [--tokens 1 128 8192 65536] [--json FILE]
+    python benchmarks/bench_mhc.py --decode     # T = 1, 4, 16, 64, 128, 256, with each kernel's us
 
 GB/s counts the bytes an ideal kernel must move: every input read once, every output written
 once (mhc_post: x, residual in + out; mhc_pre / hc_head: residual in + layer_input out;
@@ -19,8 +20,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import (PEERS, copy_bandwidth, emit, need_gpu, parser, runnable, timed,  # noqa: E402
-                    with_ratios, with_same_size_copy)
+from common import (PEERS, copy_bandwidth, emit, kernel_times, need_gpu, parser,  # noqa: E402
+                    runnable, timed, with_ratios, with_same_size_copy)
 
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
@@ -28,6 +29,8 @@ from harness.core.specs import get_spec  # noqa: E402
 
 OPS = ("mhc_post", "mhc_pre", "mhc_fused_post_pre", "hc_head")
 STREAMS = 4
+DECODE_TOKENS = (1, 4, 16, 64, 128, 256)
+"""A decode step's batch sizes: where a call's time is its launches and its longest chain."""
 
 
 def ideal_bytes(op: str, t: int, h: int, m: int = STREAMS) -> int:
@@ -38,6 +41,11 @@ def ideal_bytes(op: str, t: int, h: int, m: int = STREAMS) -> int:
     if op == "mhc_fused_post_pre":
         return t * h * 2 + 2 * t * m * h * 2 + t * h * 2 + weights + 2 * gates
     return t * m * h * 2 + t * h * 2 + weights
+
+
+def _short(kernel: str) -> str:
+    """A profiler kernel name without its template arguments and parameters."""
+    return kernel.removeprefix("void ").split("<")[0].split("(")[0][-32:]
 
 
 def _post_then_pre(inputs: dict):
@@ -56,7 +64,11 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--hidden", type=int, default=7168)
     ap.add_argument("--tokens", type=int, nargs="+", default=[1, 128, 8192, 65536])
     ap.add_argument("--ops", nargs="+", default=list(OPS))
+    ap.add_argument("--decode", action="store_true", help=f"tokens {DECODE_TOKENS} and each "
+                    "kernel's time (torch.profiler) beside the call's")
     args = ap.parse_args(argv)
+    if args.decode:
+        args.tokens = list(DECODE_TOKENS)
     need_gpu("bench_mhc")
     copy = copy_bandwidth()
     rows = []
@@ -77,9 +89,12 @@ def main(argv=None) -> pd.DataFrame:
                     torch.cuda.empty_cache()
                     rows.append({"op": op, "shape": f"T={t}", "impl": name, "note": "OOM"})
                     continue
-                rows.append({"op": op, "shape": f"T={t}", "impl": name, "ms": ms,
-                             "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how,
-                             "host us": host})
+                row = {"op": op, "shape": f"T={t}", "impl": name, "ms": ms,
+                       "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host}
+                if args.decode:
+                    row["kernels (us)"] = ", ".join(f"{_short(k)} {v:.1f}" for k, v in
+                                                    kernel_times(fn).head(3).items())
+                rows.append(row)
             inputs = args_ = call = None
             torch.cuda.empty_cache()
     df = with_ratios(with_same_size_copy(pd.DataFrame(rows)), {"GB/s": copy})
