@@ -122,7 +122,7 @@ def launch(command: Sequence[str], log: pathlib.Path, env: dict[str, str] | None
         try:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                     env={**os.environ, **(env or {})}, start_new_session=True,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         except OSError as exc:
             raise ServerError(f"cannot start the server {argv[0]!r}: {exc}; install it or fix the "
                               "server command") from exc
@@ -147,6 +147,17 @@ def launch(command: Sequence[str], log: pathlib.Path, env: dict[str, str] | None
         yield Server(base_url, listed[0], log, proc)
     finally:
         stop(proc)
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it starts (Linux): SIGTERM when the harness process dies,
+    however it dies. The server runs in its own session (so stopping it stops its children), which
+    also keeps it from the terminal's Ctrl-C: without this a killed run left it serving."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def stop(proc: subprocess.Popen, grace: float = 15.0) -> None:
