@@ -354,3 +354,11 @@ def test_the_progress_line_estimates_by_earlier_durations():
     by_count = Progress(Reporter(), {})
     by_count._ids, by_count._done = ids, set(ids[:5])
     assert by_count.line(100.0).endswith("about 1m40s left")
+    in_flight = Progress(Reporter(), {**{i: 1.0 for i in ids[:9]}, "t9": 90.0})
+    in_flight._ids, in_flight._done = ids, set(ids[:9])
+    # t9 has run 60 of its 90 s: credited, the rate is 69 s of work in 69 s, 30 s are left
+    assert in_flight.line(80.0, 69.0, {"t9": 60.0}).endswith("about 30s left")
+    barely = Progress(Reporter(), {**{i: 1.0 for i in ids[:9]}, "t9": 900.0})
+    barely._ids, barely._done = ids, {"t0"}
+    assert barely.line(40.0) == "progress: 1/10 tests (10%), 40s elapsed", \
+        "no estimate from 0.1% of the work"

@@ -15,6 +15,11 @@ import pytest
 from harness.pytest_plugin.context import report_dir, xdist_worker
 
 INTERVAL_S = 30.0
+MIN_SHARE = 0.02
+"""No estimate until this share of the expected work is done. The rate is taken from the first
+test's start (not the workers' start-up), and a test still running is credited the time it has
+run, up to what it is expected to take: a fresh clone's first lines said 58 minutes left for a
+9-minute run, charging the minutes-long E2E test as not begun while it ran."""
 SHIPPED = pathlib.Path(__file__).with_name("expected_seconds")
 
 
@@ -55,6 +60,8 @@ class Progress:
         self._ids: list[str] = []
         self._done: set[str] = set()
         self._started = self._last = time.monotonic()
+        self._first: float | None = None
+        self._running: dict[str, float] = {}
 
     def pytest_collection_finish(self, session) -> None:
         self._ids = [item.nodeid for item in session.items]
@@ -63,21 +70,34 @@ class Progress:
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         self._ids = self._ids or list(ids)
 
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        now = time.monotonic()
+        self._first = self._first or now
+        self._running.setdefault(nodeid, now)
+
     def pytest_runtest_logreport(self, report) -> None:
+        now = time.monotonic()
         if report.when == "teardown":
             self._done.add(report.nodeid)
-        now = time.monotonic()
+            self._running.pop(report.nodeid, None)
         if now - self._last >= INTERVAL_S and self._ids:
             self._last = now
-            self._reporter.write_line(self.line(now - self._started))
+            running = {i: now - start for i, start in self._running.items()}
+            self._reporter.write_line(self.line(now - self._started, now - (self._first or now),
+                                                running))
 
-    def line(self, elapsed: float) -> str:
+    def line(self, elapsed: float, since_first: float | None = None,
+             running: dict[str, float] | None = None) -> str:
+        """``elapsed`` since the start; ``since_first`` since the first test started (the rate's
+        clock; default ``elapsed``); ``running``: the tests in flight and how long they have run."""
         total, done = len(self._ids), len(self._done)
-        left = self._left(elapsed, done, total)
+        left = self._left(elapsed if since_first is None else since_first, done, total,
+                          running or {})
         return (f"progress: {done}/{total} tests ({done / total:.0%}), {_clock(elapsed)} "
                 f"elapsed" + (f", about {_clock(left)} left" if left is not None else ""))
 
-    def _left(self, elapsed: float, done: int, total: int) -> float | None:
+    def _left(self, elapsed: float, done: int, total: int,
+              running: dict[str, float]) -> float | None:
         if not done:
             return None
         known = [self._expected[i] for i in self._ids if i in self._expected]
@@ -85,9 +105,10 @@ class Progress:
             return elapsed / done * (total - done)
         typical = sum(known) / len(known)
         cost = {i: self._expected.get(i, typical) for i in self._ids}
-        finished = sum(cost[i] for i in self._done if i in cost)
-        if finished <= 0:
-            return elapsed / done * (total - done)
+        finished = sum(cost[i] for i in self._done if i in cost) + sum(
+            min(ran, cost[i]) for i, ran in running.items() if i in cost)
+        if finished < MIN_SHARE * sum(cost.values()) or elapsed <= 0:
+            return None
         return (sum(cost.values()) - finished) * elapsed / finished
 
 
