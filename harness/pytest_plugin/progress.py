@@ -2,7 +2,8 @@
 time elapsed and an estimate of the time left. The estimate weighs each test by what it took in
 the newest earlier run of the same profile beside the report folder (its ``durations.csv``), so
 minutes-long end-to-end tests are not counted like millisecond ones; a fresh clone, which has no
-earlier run, uses the shipped ``expected_seconds/<profile>.csv`` (the main job on a 2-core CPU);
+earlier run, uses the shipped ``expected_seconds/<profile>.csv`` (the main job on a 2-core CPU, and
+the test command's other tests from its CI run);
 only the shares matter, so another machine's speed cancels out. Without either, by count."""
 
 from __future__ import annotations
