@@ -1,7 +1,20 @@
-"""Small Triton helpers shared by the kernel families."""
+"""Small Triton helpers shared by the kernel families, and the host-side launch arithmetic."""
 
 import triton
 import triton.language as tl
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for launch shapes. ``triton.cdiv`` is a constexpr function in Triton
+    3.6: called from the host it costs about 4 us (jit.py's constexpr unwrapping), which a
+    decode call paid a dozen times."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1), as ``triton.next_power_of_2`` without
+    its host cost (see ``cdiv``)."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 @triton.jit
@@ -33,6 +46,21 @@ def dot_bf16(a, b, acc, INTERPRETED: tl.constexpr):
         prod = a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :]
         return acc + tl.sum(prod, axis=1)
     return tl.dot(a, b, acc)
+
+
+@triton.jit
+def div_rn_by_reciprocal(x, d, d_rcp, INTERPRETED: tl.constexpr):
+    """``x / d`` rounded to nearest, as ``tl.math.div_rn`` gives it, from ``d_rcp``, the
+    correctly rounded ``1 / d``: ``q = x * d_rcp`` is within an ulp, ``x - q * d`` is exact in one
+    FMA, and one more FMA corrects ``q`` (Markstein's theorem; exact for normal results, which a
+    quotient on the e4m3 grid's range always is). Two multiplies and two FMAs instead of a
+    division per element: the K-cache write was held by its divisions. Bitwise against div_rn on
+    the GPU: ``suites/test_indexer_quant_exact.py``. The interpreter's FMA rounds twice, so there
+    the division is div_rn itself."""
+    if INTERPRETED:
+        return tl.math.div_rn(x, d)
+    q = x * d_rcp
+    return tl.math.fma(tl.math.fma(-q, d, x), d_rcp, q)
 
 
 @triton.jit

@@ -34,8 +34,11 @@ from harness.core.device import multiprocessors, triton_interpreted, triton_unav
 from harness.core.registry import register
 from kernels.sparse_indexer import validate
 
-from kernels.triton_utils import error_word, pow2_ceil, round_to_e4m3
+from kernels.triton_utils import (cdiv, div_rn_by_reciprocal, error_word, next_power_of_2, pow2_ceil,
+                                  round_to_e4m3)
 
+_INTERPRETED = triton_interpreted()
+"""Fixed at import, as Triton's own choice is (see kernels.mhc.triton)."""
 _REASON = triton_unavailable_reason()
 _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 """How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
@@ -72,10 +75,10 @@ PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, key
 
 
 @triton.jit
-def _quantize(x, UE8M0: tl.constexpr):
+def _quantize(x, UE8M0: tl.constexpr, INTERPRETED: tl.constexpr):
     """(values as fp32 on the e4m3 grid, scale) of one row ``x`` (fp32)."""
     scale = _row_scale(tl.max(tl.abs(x), axis=0), UE8M0)
-    return _on_grid(x, scale), scale
+    return _on_grid(x, scale, INTERPRETED), scale
 
 
 @triton.jit
@@ -87,25 +90,29 @@ def _row_scale(amax, UE8M0: tl.constexpr):
 
 
 @triton.jit
-def _on_grid(x, scale):
-    return round_to_e4m3(tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -448.0), 448.0))
+def _on_grid(x, scale, INTERPRETED: tl.constexpr):
+    """``x / scale`` (rounded to nearest) clamped to +-448 and rounded to the e4m3 grid; one
+    division a row (``div_rn_by_reciprocal``)."""
+    q = div_rn_by_reciprocal(x, scale, tl.math.div_rn(1.0, scale), INTERPRETED)
+    return round_to_e4m3(tl.minimum(tl.maximum(q, -448.0), 448.0))
 
 
 @triton.jit
-def _quantize_rows(x_ptr, val_ptr, scale_ptr, D: tl.constexpr, UE8M0: tl.constexpr):
+def _quantize_rows(x_ptr, val_ptr, scale_ptr, D: tl.constexpr, UE8M0: tl.constexpr,
+                   INTERPRETED: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, D)
     x = tl.load(x_ptr + row * D + d).to(tl.float32)
-    v, scale = _quantize(x, UE8M0)
+    v, scale = _quantize(x, UE8M0, INTERPRETED)
     tl.store(val_ptr + row * D + d, v.to(tl.float8e4nv))
     tl.store(scale_ptr + row, scale)
 
 
 @triton.jit
-def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr):
+def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr, INTERPRETED: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, D)
-    v, scale = _quantize(tl.load(q_ptr + row * D + d).to(tl.float32), True)
+    v, scale = _quantize(tl.load(q_ptr + row * D + d).to(tl.float32), True, INTERPRETED)
     tl.store(val_ptr + row * D + d, v.to(tl.float8e4nv))
     tl.store(w_out_ptr + row, tl.load(w_ptr + row) * scale * c)
 
@@ -113,7 +120,7 @@ def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr):
 @triton.jit(do_not_specialize=["err_slot", "n_tokens"])
 def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, err_ptr, err_slot, n_tokens, n_slots,
                       BS: tl.constexpr, D: tl.constexpr, UE8M0: tl.constexpr,
-                      TOKENS: tl.constexpr):
+                      TOKENS: tl.constexpr, INTERPRETED: tl.constexpr):
     """TOKENS tokens a program (``CACHE_WRITE_TOKENS``: one a program left the H100 at 24-27%
     of a same-size copy at T=65536). Error code 1: a slot below -1, 2: a slot past the cache
     (neither is written); the error word names the token."""
@@ -131,7 +138,7 @@ def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, err_ptr, err_slot, n_tokens, n
     scale = _row_scale(tl.max(tl.abs(x), axis=1), UE8M0)
     block_base = cache_ptr + (slot // BS) * (BS * (D + 4))
     vals = (block_base + (slot % BS) * D).to(tl.pointer_type(tl.float8e4nv))
-    tl.store(vals[:, None] + d[None, :], _on_grid(x, scale[:, None]).to(tl.float8e4nv),
+    tl.store(vals[:, None] + d[None, :], _on_grid(x, scale[:, None], INTERPRETED).to(tl.float8e4nv),
              mask=write[:, None])
     scales = (block_base + BS * D).to(tl.pointer_type(tl.float32))
     tl.store(scales + slot % BS, scale, mask=write)
@@ -334,7 +341,8 @@ def fp8_quantize_k(k, scale_fmt=None):
     values = torch.empty((n, d), dtype=validate.FP8, device=k.device)
     scale = torch.empty(n, dtype=torch.float32, device=k.device)
     if n:
-        _quantize_rows[(n,)](k.contiguous(), values, scale, D=d, UE8M0=scale_fmt == "ue8m0")
+        _quantize_rows[(n,)](k.contiguous(), values, scale, D=d, UE8M0=scale_fmt == "ue8m0",
+                             INTERPRETED=_INTERPRETED)
     return values, scale
 
 
@@ -347,15 +355,17 @@ def fp8_quantize_q(q, weights, softmax_scale):
     w_out = torch.empty_like(weights)
     if m:
         c = float(torch.tensor(float(softmax_scale) * heads ** -0.5, dtype=torch.float32))
-        _quantize_q[(m * heads,)](q.contiguous(), weights.contiguous(), values, w_out, c, D=d)
+        _quantize_q[(m * heads,)](q.contiguous(), weights.contiguous(), values, w_out, c, D=d,
+                                    INTERPRETED=_INTERPRETED)
     return values, w_out
 
 
-CACHE_WRITE_TOKENS = 4
-"""Tokens per program of the K-cache write. On the H100 (2026-11-25, CUDA-graph replays, % of a
-copy kernel moving the same bytes; 1, 4, 8, 16, 32 and 64 tokens with 1, 2 and 4 warps timed):
-4 tokens and 4 warps gave T=64 96.6%, T=4096 86.7%, T=65536 51.5% (0.025 ms), against 101.9%,
-68.0% and 24.2% (0.053 ms) for one token a program; more tokens a program were slower."""
+CACHE_WRITE_TOKENS = 8
+CACHE_WRITE_WARPS = 2
+"""Tokens and warps per program of the K-cache write (16 elements a thread). On the H100
+(2026-11-27, CUDA-graph replays, % of a copy kernel moving the same bytes, 4 to 32 tokens and 1
+to 8 warps timed, division by reciprocal): T=64 98%, T=4096 88%, T=65536 78%, against 105%, 87%
+and 55% for the former 4 tokens and 4 warps; the sweep is in docs/kernels/sparse_indexer.md."""
 
 
 @register("indexer_k_quant_and_cache", "triton", **_HERE)
@@ -369,9 +379,10 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale
                                      n=n_slots)
         words, slot = deferred.claim(k.device, explain)
         tokens = k.shape[0]
-        _quant_into_cache[(triton.cdiv(tokens, CACHE_WRITE_TOKENS),)](
+        _quant_into_cache[(cdiv(tokens, CACHE_WRITE_TOKENS),)](
             k.contiguous(), kv_cache, slot_mapping, words, slot, tokens, n_slots, BS=block_size,
-            D=k.shape[1], UE8M0=scale_fmt == "ue8m0", TOKENS=CACHE_WRITE_TOKENS)
+            D=k.shape[1], UE8M0=scale_fmt == "ue8m0", TOKENS=CACHE_WRITE_TOKENS,
+            INTERPRETED=_INTERPRETED, num_warps=CACHE_WRITE_WARPS)
         deferred.launched(words, slot, explain)
 
 
@@ -400,8 +411,8 @@ def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPla
     words, slot = errors if errors is not None else (
         torch.zeros(1, dtype=torch.int32, device=q.device), 0)
     halves = plan.key_halves or key_halves_for(m, n, plan, q.device)
-    n_blocks = max(1, triton.cdiv(n, halves * plan.block_n))
-    _PREFILL_KERNELS[halves][(triton.cdiv(m, plan.block_m) * n_blocks,)](
+    n_blocks = max(1, cdiv(n, halves * plan.block_n))
+    _PREFILL_KERNELS[halves][(cdiv(m, plan.block_m) * n_blocks,)](
         q, k, k_scale, weights, ks, ke, out, words, slot, m, n, heads, n_blocks, D=d,
         BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact), num_warps=plan.warps,
         num_stages=plan.stages)
@@ -422,7 +433,7 @@ wave is fine-grained) was slower at every split: 4096 causal 173-178 us, 4096 fu
 def key_halves_for(m: int, n: int, plan: LaunchPlan, device: torch.device) -> int:
     """Key halves of a prefill call of ``m`` queries and ``n`` keys: 2 for big calls (see
     WIDE_FROM_WAVES). Either choice gives the same logits."""
-    wide_blocks = triton.cdiv(m, plan.block_m) * triton.cdiv(n, 2 * plan.block_n)
+    wide_blocks = cdiv(m, plan.block_m) * cdiv(n, 2 * plan.block_n)
     sms = multiprocessors(device) or H100_MULTIPROCESSORS
     return 2 if wide_blocks >= WIDE_FROM_WAVES * 2 * sms else 1
 
@@ -452,13 +463,13 @@ def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exac
             3: "context_lens must be >= 0: request {row}"},
             cols=block_tables.shape[1], mml=max_model_len)
         words, slot = deferred.claim(q.device, explain)
-        splits = paged_splits(b, triton.cdiv(max_model_len, block_size), plan)
+        splits = paged_splits(b, cdiv(max_model_len, block_size), plan)
         flat = kv_cache.view(-1)
         _paged_mqa_logits[(b, splits)](
             q.contiguous(), flat.view(validate.FP8), flat.view(torch.float32), weights.contiguous(),
             context_lens, block_tables, out, words, slot, max_model_len, block_tables.stride(0),
             block_tables.shape[1], heads, splits,
-            NEXT_N=next_n, NP=triton.next_power_of_2(next_n), HP=triton.next_power_of_2(heads),
+            NEXT_N=next_n, NP=next_power_of_2(next_n), HP=next_power_of_2(heads),
             BS=block_size, D=d,
             DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps)
         deferred.launched(words, slot, explain)
