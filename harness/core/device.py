@@ -21,8 +21,10 @@ def default_device() -> str:
     return "cuda" if has_gpu() else "cpu"
 
 
+@functools.lru_cache(maxsize=64)
 def multiprocessors(device: torch.device) -> int | None:
-    """Streaming multiprocessors of a CUDA (or ROCm) device; None for any other device."""
+    """Streaming multiprocessors of a CUDA (or ROCm) device; None for any other device. Cached:
+    launch shapes ask for it on every call."""
     if device.type != "cuda":
         return None
     return torch.cuda.get_device_properties(device).multi_processor_count

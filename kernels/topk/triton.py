@@ -45,7 +45,7 @@ from harness.core.device import triton_interpreted, triton_unavailable_reason
 from harness.core.interpreter_speed import vectorised_reduction
 from harness.core.registry import register
 from kernels.topk import validate
-from kernels.triton_utils import error_word
+from kernels.triton_utils import cdiv, error_word, next_power_of_2
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
@@ -840,9 +840,9 @@ def coarse_bits(top_k: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int
 
 def chunk_size(num_rows: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int:
     """Columns per program: enough programs to fill the GPU, at most ``max_chunk`` each."""
-    want = triton.cdiv(num_rows * max(n_cols, 1), plan.target_programs)
+    want = cdiv(num_rows * max(n_cols, 1), plan.target_programs)
     return min(plan.max_chunk, max(plan.hist_tile, plan.filter_tile,
-                                   triton.next_power_of_2(want)))
+                                   next_power_of_2(want)))
 
 
 MAX_SLICES = 64
@@ -866,12 +866,12 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     all stages; short ones one program."""
     dev, n_cols = logits.device, logits.shape[1]
     chunk = chunk_size(num_rows, n_cols, plan)
-    n_chunks = max(1, triton.cdiv(n_cols, chunk))
+    n_chunks = max(1, cdiv(n_cols, chunk))
     cap = max(1, min(n_cols, plan.candidate_budget // num_rows))
     bits = coarse_bits(int(top_k), n_cols, plan)
     split = plan.split_finish
     nbins = 1 << bits
-    levels = triton.cdiv(32, plan.radix)
+    levels = cdiv(32, plan.radix)
     slices = finish_slices(num_rows, n_cols, plan)
     info_at = num_rows * n_chunks * nbins
     offs_at = info_at + num_rows * 4

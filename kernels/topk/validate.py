@@ -7,26 +7,28 @@ import torch
 from harness.core.errors import ContractError  # noqa: F401  (re-exported: raised by these checks)
 
 
-def _want(cond: bool, msg: str) -> None:
+def _want(cond: bool, msg) -> None:
+    """Raises ContractError with ``msg`` (a string, or a callable building it: the checks run on
+    every call, and formatting shapes into messages that are never shown cost the hot path)."""
     if not cond:
-        raise ContractError(msg + " (contract: ../shared/spec/ops.md section 2)")
+        raise ContractError((msg() if callable(msg) else msg) + " (contract: ../shared/spec/ops.md section 2)")
 
 
 def check_common(logits, indices, num_rows, stride0, stride1, top_k) -> None:
     _want(isinstance(logits, torch.Tensor) and logits.dtype == torch.float32,
-          f"logits must be a float32 tensor, got {getattr(logits, 'dtype', type(logits))}")
-    _want(logits.dim() == 2, f"logits must be [num_rows, N], got shape {tuple(logits.shape)}")
-    _want(int(top_k) > 0, f"top_k must be > 0, got {top_k}")
-    _want(int(num_rows) >= 0, f"num_rows must be >= 0, got {num_rows}")
+          lambda: f"logits must be a float32 tensor, got {getattr(logits, 'dtype', type(logits))}")
+    _want(logits.dim() == 2, lambda: f"logits must be [num_rows, N], got shape {tuple(logits.shape)}")
+    _want(int(top_k) > 0, lambda: f"top_k must be > 0, got {top_k}")
+    _want(int(num_rows) >= 0, lambda: f"num_rows must be >= 0, got {num_rows}")
     _want(isinstance(indices, torch.Tensor) and indices.dtype == torch.int32,
-          f"indices must be an int32 tensor, got {getattr(indices, 'dtype', type(indices))}; "
+          lambda: f"indices must be an int32 tensor, got {getattr(indices, 'dtype', type(indices))}; "
           "allocate it with dtype=torch.int32")
     _want(indices.dim() == 2 and indices.shape[0] >= num_rows and indices.shape[1] >= top_k,
-          f"indices must have >= num_rows={num_rows} rows and >= top_k={top_k} columns, got "
+          lambda: f"indices must have >= num_rows={num_rows} rows and >= top_k={top_k} columns, got "
           f"{tuple(indices.shape)}")
-    _want(logits.shape[0] >= num_rows, f"logits has {logits.shape[0]} rows < num_rows={num_rows}")
+    _want(logits.shape[0] >= num_rows, lambda: f"logits has {logits.shape[0]} rows < num_rows={num_rows}")
     _want((stride0, stride1) == tuple(logits.stride()),
-          f"stride0/stride1 ({stride0}, {stride1}) must be logits.stride() {tuple(logits.stride())}")
+          lambda: f"stride0/stride1 ({stride0}, {stride1}) must be logits.stride() {tuple(logits.stride())}")
     _want(indices.device == logits.device, "indices and logits must be on one device")
 
 
@@ -37,9 +39,9 @@ def check_prefill_args(logits, row_starts, row_ends, indices, num_rows, stride0,
     for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
         _want(isinstance(t, torch.Tensor) and t.dtype == torch.int32 and t.dim() == 1
               and t.shape[0] >= num_rows,
-              f"{name} must be int32 [>= num_rows={num_rows}], got "
+              lambda: f"{name} must be int32 [>= num_rows={num_rows}], got "
               f"{getattr(t, 'dtype', type(t))} {tuple(getattr(t, 'shape', ()))}")
-        _want(t.device == logits.device, f"{name} must be on the logits' device {logits.device}")
+        _want(t.device == logits.device, lambda: f"{name} must be on the logits' device {logits.device}")
 
 
 def check_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
@@ -47,10 +49,10 @@ def check_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stri
     if num_rows:
         s, e = row_starts[:num_rows].long(), row_ends[:num_rows].long()
         bad = torch.nonzero(e < s)
-        _want(bad.numel() == 0, f"row_ends < row_starts at row {bad[:1].flatten().tolist()}")
+        _want(bad.numel() == 0, lambda: f"row_ends < row_starts at row {bad[:1].flatten().tolist()}")
         _want(bool((s >= 0).all()), "row_starts must be >= 0")
         _want(int(e.max()) <= logits.shape[1],
-              f"row_ends reach column {int(e.max())} beyond the {logits.shape[1]} logits columns")
+              lambda: f"row_ends reach column {int(e.max())} beyond the {logits.shape[1]} logits columns")
 
 
 def decode_row_ends(seq_lens: torch.Tensor, next_n: int, num_rows: int) -> torch.Tensor:
@@ -68,13 +70,13 @@ def check_decode_args(logits, next_n, seq_lens, indices, num_rows, stride0, stri
                       top_k) -> None:
     """Every check that needs no look at device values (no synchronisation)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
-    _want(int(next_n) >= 1, f"next_n must be >= 1, got {next_n}")
+    _want(int(next_n) >= 1, lambda: f"next_n must be >= 1, got {next_n}")
     _want(isinstance(seq_lens, torch.Tensor) and seq_lens.dtype == torch.int32
-          and seq_lens.dim() in (1, 2), f"seq_lens must be int32 [batch] or [batch, next_n], got "
+          and seq_lens.dim() in (1, 2), lambda: f"seq_lens must be int32 [batch] or [batch, next_n], got "
           f"{getattr(seq_lens, 'dtype', type(seq_lens))} {tuple(getattr(seq_lens, 'shape', ()))}")
     rows = seq_lens.numel() if seq_lens.dim() == 2 else seq_lens.shape[0] * next_n
-    _want(rows >= num_rows, f"seq_lens covers {rows} rows (batch*next_n) < num_rows={num_rows}")
-    _want(seq_lens.device == logits.device, f"seq_lens must be on the logits' device {logits.device}")
+    _want(rows >= num_rows, lambda: f"seq_lens covers {rows} rows (batch*next_n) < num_rows={num_rows}")
+    _want(seq_lens.device == logits.device, lambda: f"seq_lens must be on the logits' device {logits.device}")
 
 
 def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
@@ -84,5 +86,5 @@ def check_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
     ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
     if num_rows:
         _want(int(ends.max()) <= logits.shape[1],
-              f"a decode row needs {int(ends.max())} columns but logits has {logits.shape[1]}")
+              lambda: f"a decode row needs {int(ends.max())} columns but logits has {logits.shape[1]}")
     return ends
