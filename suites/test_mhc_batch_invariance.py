@@ -19,10 +19,11 @@ def test_token_output_independent_of_batch(target, record):
 @pytest.mark.implementation("triton")
 @pytest.mark.parametrize("op", ("mhc_pre", "hc_head"))
 def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
-    """The shipped mHC kernels choose two launch shapes by T (kernels.mhc.triton): the GEMM's
-    token tile (``_gemm_block_t``, 64 or 128 rows) and how many programs share a token's weighted
-    sum (``_h_parts``). A token's outputs would follow the batch unless every combination gives
-    the same bits: each is forced in turn and compared bitwise (on a GPU on bf16 tensor cores)."""
+    """The shipped mHC kernels choose three launch shapes by T (kernels.mhc.triton): the GEMM's
+    token tile (``_gemm_block_t``, 64 or 128 rows), whether each K chunk writes its own partial
+    (``_chunk_programs``: decode batches) and how many programs share a token's weighted sum
+    (``_h_parts``). A token's outputs would follow the batch unless every combination gives the
+    same bits: each is forced in turn and compared bitwise (on a GPU on bf16 tensor cores)."""
     import dataclasses
 
     import torch
@@ -39,14 +40,19 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
     spec = get_spec(op)
     inputs = spec.make_inputs(Case(op, tokens=300 if gpu else 3, hidden=4096 if gpu else 256,
                                    device=device))
-    plan = dataclasses.replace(mhc_triton.DEFAULT_PLAN, block_h=1024 if gpu else 64)
+    plan = (mhc_triton.DEFAULT_PLAN if gpu else  # on CPU: 2 splits of 2 chunks, 4 H blocks
+            dataclasses.replace(mhc_triton.DEFAULT_PLAN, block_h=64, split_k_size=512))
     outputs = {}
+    chunks = {"a program a chunk": lambda programs, chunks, device: chunks,
+              "a program a split": lambda programs, chunks, device: 1}
     for tile in (mhc_triton.SMALL_BLOCK_T, mhc_triton.DEFAULT_PLAN.block_t):
-        for parts in (1, 4):
-            monkeypatch.setattr(mhc_triton, "_gemm_block_t", lambda *_, tile=tile: tile)
-            monkeypatch.setattr(mhc_triton, "_h_parts", lambda *_, parts=parts: parts)
-            label = f"{tile}-row tile, {parts} program{'s' if parts > 1 else ''} a token"
-            outputs[label] = spec.run(impl.fn, inputs, plan=plan)
+        for layout, per_split in chunks.items():
+            for parts in (1, 4):
+                monkeypatch.setattr(mhc_triton, "_gemm_block_t", lambda *_, tile=tile: tile)
+                monkeypatch.setattr(mhc_triton, "_chunk_programs", per_split)
+                monkeypatch.setattr(mhc_triton, "_h_parts", lambda *_, parts=parts: parts)
+                label = f"{tile}-row tile, {layout}, {parts} program{'s' if parts > 1 else ''} a token"
+                outputs[label] = spec.run(impl.fn, inputs, plan=plan)
     (first_label, first), *others = outputs.items()
     for label, out in others:
         for name in spec.outputs:

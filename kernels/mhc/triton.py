@@ -4,7 +4,10 @@
 
 1. ``_rms_gemm_partial``: split-K GEMM of the flattened streams ``x [T, m*H]`` (bf16, read once)
    with ``fn^T`` at fp32 accuracy (``fn`` split into three bf16 parts, bf16 tensor cores, fp32
-   accumulation), plus the partial sum of squares, into ``[n_splits, T, n_pad]`` partials.
+   accumulation), plus the partial sum of squares, into ``[n_splits, T, n_pad]`` partials. A
+   split is summed chunk by chunk (``chunk_k``), each chunk from zero: a decode batch then runs a
+   program per chunk (``_chunk_programs``) and gets the same bits as a large batch's program per
+   split, with a walk of 4 K tiles instead of 32.
 2. ``_gates_and_mix``: one program per token (several, each a part of H, in small batches:
    ``_h_parts``) sums the partials in split order, applies the RMS scale, the gates and
    Sinkhorn, and writes the weighted sum of the streams.
@@ -39,7 +42,7 @@ from harness.core.device import multiprocessors, triton_interpreted, triton_unav
 from harness.core.registry import register
 from kernels.mhc import validate
 from kernels.mhc.ops import FUSED_AS_COMPOSITION
-from kernels.triton_utils import dot_bf16, to_bf16_rtne
+from kernels.triton_utils import cdiv, dot_bf16, next_power_of_2, to_bf16_rtne
 
 
 
@@ -55,8 +58,9 @@ class LaunchPlan:
     gemm_stages: int = 3
     precision: str = "bf16x3"
     split_k_size: int = 2048
+    chunk_k: int = 256
     block_h: int = 1024
-    epilogue_warps: int = 2
+    epilogue_warps: int = 1
     post_warps: int = 4
 
 
@@ -70,34 +74,54 @@ PLANS = (
 counts must give the default's results within tolerance."""
 N_SPLITS_KNOB = (1, 2, 3, 8)
 
+_INTERPRETED = triton_interpreted()
+"""Fixed when this module is imported, as Triton's own choice between compiling and interpreting
+is (harness.core.device.configure_triton runs first); read per call it cost the host a lookup."""
 _REASON = triton_unavailable_reason()
 _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 """How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 
-@triton.jit
-def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
-                      N_MIX: tl.constexpr, N_PAD: tl.constexpr,
+@triton.jit(do_not_specialize=["sq_at", "chunk_mix_at", "chunk_sq_at"])
+def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, chunk_mix_at, chunk_sq_at, done_ptr,
+                      T, K, k_per_split, chunk_k, chunks_per_program, n_splits,
+                      N_MIX: tl.constexpr, N_PAD: tl.constexpr, CHUNK_PROGRAMS: tl.constexpr,
                       BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
                       INTERPRETED: tl.constexpr):
     """PRECISION "bf16x3": x stays bf16 (exact) and each fn tile is split into three bf16 parts
     (hi + mid + lo carry 24 mantissa bits), so three bf16 MMAs with fp32 accumulation give an
     fp32-accurate product at bf16 tensor-core speed. Otherwise PRECISION is passed to tl.dot
-    ("tf32x3", "ieee", "tf32") with x converted to fp32."""
+    ("tf32x3", "ieee", "tf32") with x converted to fp32.
+
+    Program (t, w) sums ``chunks_per_program`` consecutive chunks of a split, each accumulated
+    from zero, in chunk order (one loop over the K tiles, so that its loads stay pipelined). With CHUNK_PROGRAMS == 1 that is the split's partial. Otherwise
+    (``_chunk_programs``: decode batches) each of a split's CHUNK_PROGRAMS programs writes its
+    chunk's sum, and the last to finish (a counter in ``done_ptr``, reset by that program) adds
+    them from zero in chunk order into the split's partial: the same additions, the same bits.
+    ``mix_ptr`` is one scratch buffer; the other partials lie at the given offsets in it."""
+    sq_ptr = mix_ptr + sq_at
+    chunk_mix_ptr = mix_ptr + chunk_mix_at
+    chunk_sq_ptr = mix_ptr + chunk_sq_at
     pid_t = tl.program_id(0)
-    pid_s = tl.program_id(1)
+    pid_w = tl.program_id(1)
     rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     cols = tl.arange(0, N_PAD)
     row_ok = rows < T
     col_ok = cols < N_MIX
-    k_begin = pid_s * k_per_split
-    k_end = tl.minimum(k_begin + k_per_split, K)
+    split = pid_w // CHUNK_PROGRAMS
+    split_begin = split * k_per_split
+    split_end = tl.minimum(split_begin + k_per_split, K)
+    first_chunk = (pid_w % CHUNK_PROGRAMS) * chunks_per_program
+    begin = split_begin + first_chunk * chunk_k
+    end = tl.minimum(begin + chunks_per_program * chunk_k, split_end)
+    part = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
+    part_sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
     sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
     x_rows = x_ptr + rows.to(tl.int64)[:, None] * K
-    for k0 in range(k_begin, k_end, BLOCK_K):
+    for k0 in range(begin, end, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
-        k_ok = ks < k_end
+        k_ok = ks < end
         x = tl.load(x_rows + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         w = tl.load(fn_ptr + cols[None, :].to(tl.int64) * K + ks[:, None],
                     mask=k_ok[:, None] & col_ok[None, :], other=0.0)
@@ -113,38 +137,74 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_ptr, T, K, k_per_split,
             acc = dot_bf16(x, w_hi, acc, INTERPRETED)
         else:
             acc = tl.dot(xf, w, acc, input_precision=PRECISION)
-    base = pid_s.to(tl.int64) * T
-    tl.store(mix_ptr + (base + rows[:, None]) * N_PAD + cols[None, :], acc,
-             mask=row_ok[:, None] & col_ok[None, :])
-    tl.store(sq_ptr + base + rows, sq, mask=row_ok)
+        chunk_done = ((k0 - split_begin) % chunk_k == chunk_k - BLOCK_K) | (k0 + BLOCK_K >= end)
+        if chunk_done:
+            part += acc
+            part_sq += sq
+            acc = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
+            sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
+    tile = rows[:, None] * N_PAD + cols[None, :]
+    tile_ok = row_ok[:, None] & col_ok[None, :]
+    if CHUNK_PROGRAMS > 1:
+        mine = pid_w.to(tl.int64) * T
+        tl.store(chunk_mix_ptr + mine * N_PAD + tile, part, mask=tile_ok)
+        tl.store(chunk_sq_ptr + mine + rows, part_sq, mask=row_ok)
+        tl.debug_barrier()
+        counter = done_ptr + pid_t * n_splits + split
+        if tl.atomic_add(counter, 1, sem="acq_rel") == CHUNK_PROGRAMS - 1:
+            part = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
+            part_sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
+            for program in tl.static_range(CHUNK_PROGRAMS):
+                theirs = (split * CHUNK_PROGRAMS + program).to(tl.int64) * T
+                part += tl.load(chunk_mix_ptr + theirs * N_PAD + tile, mask=tile_ok, other=0.0,
+                                cache_modifier=".cg")
+                part_sq += tl.load(chunk_sq_ptr + theirs + rows, mask=row_ok, other=0.0,
+                                   cache_modifier=".cg")
+            base = split.to(tl.int64) * T
+            tl.store(mix_ptr + base * N_PAD + tile, part, mask=tile_ok)
+            tl.store(sq_ptr + base + rows, part_sq, mask=row_ok)
+            tl.atomic_xchg(counter, 0)
+    else:
+        base = split.to(tl.int64) * T
+        tl.store(mix_ptr + base * N_PAD + tile, part, mask=tile_ok)
+        tl.store(sq_ptr + base + rows, part_sq, mask=row_ok)
 
 
-@triton.jit
-def _gates_and_mix(mix_ptr, sq_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, comb_ptr,
+@triton.jit(do_not_specialize=["sq_at"])
+def _gates_and_mix(mix_ptr, sq_at, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, comb_ptr,
                    T, H, h_per_program, n_splits, rms_eps, pre_eps, sinkhorn_eps, post_mult,
-                   sinkhorn_repeat, M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
+                   sinkhorn_repeat, SPLITS_PAD: tl.constexpr,
+                   M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
                    HEAD: tl.constexpr, BLOCK_H: tl.constexpr):
     """HEAD=False: mhc_pre epilogue (pre, post, comb, layer_input); HEAD=True: hc_head.
     Program (t, p) writes ``layer_input[t, p*h_per_program:(p+1)*h_per_program]``; every
     program of a token computes its gates with the same instructions (the same bits), and the
-    first one stores post and comb."""
+    first one stores post and comb. The splits' partials are loaded at once and summed with
+    ``tl.sum`` (one order for every T: the partials have one layout)."""
+    sq_ptr = mix_ptr + sq_at
     t = tl.program_id(0).to(tl.int64)
     part = tl.program_id(1)
     i = tl.arange(0, M_PAD)
     j = tl.arange(0, M_PAD)
     i_ok = i < M
-    sq = tl.zeros((), dtype=tl.float32)
-    pre_raw = tl.zeros((M_PAD,), dtype=tl.float32)
-    post_raw = tl.zeros((M_PAD,), dtype=tl.float32)
-    comb_raw = tl.zeros((M_PAD, M_PAD), dtype=tl.float32)
+    hs = tl.arange(0, BLOCK_H)
+    h_begin = part * h_per_program
+    h_end = tl.minimum(h_begin + h_per_program, H)
+    streams = res_ptr + t * M * H + i[:, None] * H
+    ahead = tl.load(streams + h_begin + hs[None, :],  # in flight while the gates are computed
+                    mask=i_ok[:, None] & (h_begin + hs < h_end)[None, :], other=0.0)
     ij_ok = i_ok[:, None] & (j < M)[None, :]
-    for s in range(n_splits):
-        row = mix_ptr + (s * T + t) * N_PAD
-        sq += tl.load(sq_ptr + s * T + t)
-        pre_raw += tl.load(row + i, mask=i_ok, other=0.0)
-        if not HEAD:
-            post_raw += tl.load(row + M + i, mask=i_ok, other=0.0)
-            comb_raw += tl.load(row + 2 * M + i[:, None] * M + j[None, :], mask=ij_ok, other=0.0)
+    ss = tl.arange(0, SPLITS_PAD)
+    s_ok = ss < n_splits
+    rows = mix_ptr + (ss * T + t) * N_PAD
+    sq = tl.sum(tl.load(sq_ptr + ss * T + t, mask=s_ok, other=0.0), axis=0)
+    pre_raw = tl.sum(tl.load(rows[:, None] + i[None, :], mask=s_ok[:, None] & i_ok[None, :],
+                             other=0.0), axis=0)
+    if not HEAD:
+        post_raw = tl.sum(tl.load(rows[:, None] + M + i[None, :],
+                                  mask=s_ok[:, None] & i_ok[None, :], other=0.0), axis=0)
+        comb_raw = tl.sum(tl.load(rows[:, None, None] + 2 * M + (i[:, None] * M + j[None, :])[None],
+                                  mask=s_ok[:, None, None] & ij_ok[None], other=0.0), axis=0)
     rms = 1.0 / tl.sqrt(sq / (M * H) + rms_eps)
     pre = tl.sigmoid(pre_raw * rms * tl.load(scale_ptr) + tl.load(base_ptr + i, mask=i_ok)) + pre_eps
     pre = tl.where(i_ok, pre, 0.0)
@@ -163,14 +223,12 @@ def _gates_and_mix(mix_ptr, sq_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_
             c = c / (tl.sum(c, axis=1)[:, None] + sinkhorn_eps)
             c = c / (tl.sum(c, axis=0)[None, :] + sinkhorn_eps)
         tl.store(comb_ptr + t * M * M + i[:, None] * M + j[None, :], c, mask=ij_ok & (part == 0))
-    hs = tl.arange(0, BLOCK_H)
-    h_begin = part * h_per_program
-    h_end = tl.minimum(h_begin + h_per_program, H)
     for h0 in range(h_begin, h_end, BLOCK_H):
+        r = ahead
         h_ok = h0 + hs < h_end
-        r = tl.load(res_ptr + t * M * H + i[:, None] * H + h0 + hs[None, :],
-                    mask=i_ok[:, None] & h_ok[None, :], other=0.0).to(tl.float32)
-        mixed = tl.sum(pre[:, None] * r, axis=0)
+        ahead = tl.load(streams + h0 + BLOCK_H + hs[None, :],
+                        mask=i_ok[:, None] & (h0 + BLOCK_H + hs < h_end)[None, :], other=0.0)
+        mixed = tl.sum(pre[:, None] * r.to(tl.float32), axis=0)
         tl.store(out_ptr + t * H + h0 + hs, to_bf16_rtne(mixed), mask=h_ok)
 
 
@@ -204,37 +262,69 @@ def _gemm_block_t(tokens: int, n_splits: int, plan: LaunchPlan, device: torch.de
     272.9 to 244.6 at T=4096; from T=12288 the plan's 128 rows were faster."""
     if plan.block_t <= SMALL_BLOCK_T:
         return plan.block_t
-    programs = triton.cdiv(tokens, plan.block_t) * n_splits
+    programs = cdiv(tokens, plan.block_t) * n_splits
     return SMALL_BLOCK_T if programs < PROGRAMS_PER_SM * (multiprocessors(device) or 1) else plan.block_t
 
 
 def _n_pad(n: int) -> int:
-    return max(16, triton.next_power_of_2(n))
+    return max(16, next_power_of_2(n))
+
+
+def _chunk_programs(programs: int, chunks: int, device: torch.device) -> int:
+    """Programs per K split of the GEMM: one a chunk while one a split (and token tile) would
+    leave SMs idle (a decode batch: more, shorter programs), else one. A split's partial is the
+    same sum of the same chunk sums either way (``_rms_gemm_partial``); the suites force each
+    and compare bitwise."""
+    return chunks if programs < (multiprocessors(device) or 1) else 1
+
+
+_COUNTERS: dict = {}
+
+
+def _done_counters(device: torch.device, n: int) -> torch.Tensor:
+    """Zeroed int32 counters, one per (token tile, split) of a chunked GEMM, kept per device:
+    each call's last program of a split resets its counter, so they are zero between calls
+    (and between CUDA-graph replays)."""
+    counters = _COUNTERS.get(device)
+    if counters is None or counters.numel() < n:
+        counters = _COUNTERS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return counters
 
 
 def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
               plan: LaunchPlan = DEFAULT_PLAN):
+    """One scratch buffer holding the split-K partials ``mix [n_splits, T, n_pad]`` and, from
+    offset ``sq_at``, ``sq [n_splits, T]`` (with a chunked GEMM, the chunks' after each): offsets
+    instead of tensor views, which cost the host microseconds each."""
     t, k = x.shape
     n_mix = fn.shape[0]
     if n_splits is None:
-        n_splits = triton.cdiv(k, plan.split_k_size)
+        n_splits = cdiv(k, plan.split_k_size)
     if int(n_splits) < 1:
         raise validate.ContractError(f"n_splits must be >= 1, got {n_splits}")
-    k_per_split = triton.cdiv(triton.cdiv(k, int(n_splits)), plan.block_k) * plan.block_k
-    n_splits = triton.cdiv(k, k_per_split)
-    n_pad = _n_pad(n_mix)
-    mix = torch.empty((n_splits, t, n_pad), dtype=torch.float32, device=x.device)
-    sq = torch.empty((n_splits, t), dtype=torch.float32, device=x.device)
+    k_per_split = cdiv(cdiv(k, int(n_splits)), plan.block_k) * plan.block_k
+    n_splits = cdiv(k, k_per_split)
+    chunk_k = min(k_per_split, cdiv(plan.chunk_k, plan.block_k) * plan.block_k)
+    chunks = cdiv(k_per_split, chunk_k)
     block_t = _gemm_block_t(t, n_splits, plan, x.device)
-    _rms_gemm_partial[(triton.cdiv(t, block_t), n_splits)](
-        x, fn.contiguous(), mix, sq, t, k, k_per_split, N_MIX=n_mix, N_PAD=n_pad,
+    t_blocks = cdiv(t, block_t)
+    programs = _chunk_programs(t_blocks * n_splits, chunks, x.device)
+    n_pad = _n_pad(n_mix)
+    rows = n_splits * t * (1 + (programs if programs > 1 else 0))
+    scratch = torch.empty(rows * (n_pad + 1), dtype=torch.float32, device=x.device)
+    sq_at = rows * n_pad
+    done = _done_counters(x.device, t_blocks * n_splits) if programs > 1 else scratch
+    _rms_gemm_partial[(t_blocks, n_splits * programs)](
+        x, fn.contiguous(), scratch, sq_at, n_splits * t * n_pad, sq_at + n_splits * t, done,
+        t, k, k_per_split, chunk_k,
+        chunks // programs, n_splits, N_MIX=n_mix, N_PAD=n_pad, CHUNK_PROGRAMS=programs,
         BLOCK_T=block_t, BLOCK_K=plan.block_k, PRECISION=plan.precision,
-        INTERPRETED=triton_interpreted(), num_warps=plan.gemm_warps, num_stages=plan.gemm_stages)
-    return mix, sq, n_splits, n_pad
+        INTERPRETED=_INTERPRETED, num_warps=plan.gemm_warps, num_stages=plan.gemm_stages)
+    return scratch, sq_at, n_splits, n_pad
 
 
 def _block_h(h: int, plan: LaunchPlan) -> int:
-    return min(plan.block_h, triton.next_power_of_2(h))
+    return min(plan.block_h, next_power_of_2(h))
 
 
 def _h_parts(tokens: int, h_blocks: int, device: torch.device) -> int:
@@ -247,18 +337,18 @@ def _h_parts(tokens: int, h_blocks: int, device: torch.device) -> int:
     return max(1, min(h_blocks, -(-wanted // max(tokens, 1))))
 
 
-def _gates(mix, sq, splits, n_pad, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
+def _gates(scratch, sq_at, splits, n_pad, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
            hc_post_mult_value, sinkhorn_repeat, head: bool, plan: LaunchPlan) -> None:
     """The second kernel: per token, the mixes from the GEMM partials, the gates (and Sinkhorn
     for mhc_pre) and the weighted sum of the streams into ``out``."""
     t, m, h = streams.shape
     block_h = _block_h(h, plan)
-    parts = _h_parts(t, triton.cdiv(h, block_h), streams.device)
-    h_per_program = triton.cdiv(triton.cdiv(h, block_h), parts) * block_h
-    _gates_and_mix[(t, triton.cdiv(h, h_per_program))](
-        mix, sq, streams, hc_scale, hc_base, out, post, comb, t, h, h_per_program, splits,
-        *map(float, eps),
-        float(hc_post_mult_value), int(sinkhorn_repeat), M=m, M_PAD=triton.next_power_of_2(m),
+    parts = _h_parts(t, cdiv(h, block_h), streams.device)
+    h_per_program = cdiv(cdiv(h, block_h), parts) * block_h
+    _gates_and_mix[(t, cdiv(h, h_per_program))](
+        scratch, sq_at, streams, hc_scale, hc_base, out, post, comb, t, h, h_per_program, splits,
+        *map(float, eps), float(hc_post_mult_value), int(sinkhorn_repeat),
+        SPLITS_PAD=next_power_of_2(splits), M=m, M_PAD=next_power_of_2(m),
         N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps)
 
 
@@ -276,8 +366,8 @@ def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_ep
     comb = torch.empty((t, m, m), dtype=torch.float32, device=res.device)
     layer_input = torch.empty((t, h), dtype=residual.dtype, device=res.device)
     if t:
-        mix, sq, splits, n_pad = _rms_gemm(res.view(t, m * h), fn, n_splits, plan)
-        _gates(mix, sq, splits, n_pad, res, hc_scale.contiguous(), hc_base.contiguous(),
+        scratch, sq_at, splits, n_pad = _rms_gemm(res.view(t, m * h), fn, n_splits, plan)
+        _gates(scratch, sq_at, splits, n_pad, res, hc_scale.contiguous(), hc_base.contiguous(),
                layer_input, post, comb, (rms_eps, hc_pre_eps, hc_sinkhorn_eps),
                hc_post_mult_value, sinkhorn_repeat, head=False, plan=plan)
     return post.view(*lead, m, 1), comb.view(*lead, m, m), layer_input.view(*lead, h)
@@ -286,16 +376,14 @@ def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_ep
 @register("mhc_post", "triton", **_HERE, batch_invariant=True, knobs={"plan": PLANS})
 def mhc_post(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan = DEFAULT_PLAN):
     m, h = validate.check_post(x, residual, post_layer_mix, comb_res_mix)
-    res = residual.reshape(-1, m, h).contiguous()
-    t = res.shape[0]
-    out = torch.empty_like(res)
+    t = residual.numel() // (m * h)
+    out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
     if t:
         block_h = _block_h(h, plan)
-        _post_mix[(t, triton.cdiv(h, block_h))](
-            x.reshape(t, h).contiguous(), res, post_layer_mix.reshape(t, m).contiguous(),
-            comb_res_mix.reshape(t, m, m).contiguous(), out, h, M=m, BLOCK_H=block_h,
-            num_warps=plan.post_warps)
-    return out.view(residual.shape)
+        _post_mix[(t, cdiv(h, block_h))](  # contiguous tensors: the kernel's flat indexing holds
+            x.contiguous(), residual.contiguous(), post_layer_mix.contiguous(),
+            comb_res_mix.contiguous(), out, h, M=m, BLOCK_H=block_h, num_warps=plan.post_warps)
+    return out
 
 
 @register("mhc_fused_post_pre", "triton", **_HERE, batch_invariant=True, knobs=KNOBS,
@@ -318,7 +406,7 @@ def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=N
     t = hs.shape[0]
     out = torch.empty((t, h), dtype=hidden_states.dtype, device=hs.device)
     if t:
-        mix, sq, splits, n_pad = _rms_gemm(hs.view(t, m * h), hc_fn, n_splits, plan)
-        _gates(mix, sq, splits, n_pad, hs, hc_scale.reshape(1).contiguous(), hc_base.contiguous(),
+        scratch, sq_at, splits, n_pad = _rms_gemm(hs.view(t, m * h), hc_fn, n_splits, plan)
+        _gates(scratch, sq_at, splits, n_pad, hs, hc_scale.reshape(1).contiguous(), hc_base.contiguous(),
                out, out, out, (rms_eps, hc_eps, 0.0), 0.0, 0, head=True, plan=plan)
     return out.view(*lead, h)
