@@ -107,24 +107,28 @@ def _time_all(op: str, label: str, inputs: dict, work: float, unit: str) -> list
     args = get_spec(op).arguments(inputs)
     for name, impl in runnable(records(op), (*SHIPPED, *PEERS)).items():
         try:
-            ms, how, host = timed(lambda fn=impl.fn: fn(*args), rep=50)
+            ms, how, host, bare = timed(lambda fn=impl.fn: fn(*args), rep=50)
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
             rows.append({"op": op, "shape": label, "impl": name, "note": "OOM"})
             continue
         rows.append({"op": op, "shape": label, "impl": name, "ms": ms,
                      "figure": work / ms / (1e9 if unit == "TFLOP/s" else 1e6), "unit": unit,
-                     "timing": how, "host us": host})
+                     "timing": how, "host us": host, "bare us": bare})
     return rows
 
 
 def main(argv=None) -> pd.DataFrame:
-    args = parser(__doc__).parse_args(argv)
+    ap = parser(__doc__)
+    ap.add_argument("--ops", nargs="+", help="only these ops (default: all)")
+    args = ap.parse_args(argv)
     need_gpu("bench_indexer")
     _reuse_vllm_workspace()
     limits = {"copy GB/s": copy_bandwidth(), **mma_roofline()}
     rows = []
     for op, label, make, unit in cases():
+        if args.ops and op not in args.ops:
+            continue
         inputs, work = make()
         rows += _time_all(op, label, inputs, work, unit)
         del inputs

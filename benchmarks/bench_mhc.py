@@ -84,13 +84,14 @@ def main(argv=None) -> pd.DataFrame:
             nbytes = ideal_bytes(op, t, args.hidden)
             for name, fn in call.items():
                 try:
-                    ms, how, host = timed(fn)
+                    ms, how, host, bare = timed(fn)
                 except torch.OutOfMemoryError:
                     torch.cuda.empty_cache()
                     rows.append({"op": op, "shape": f"T={t}", "impl": name, "note": "OOM"})
                     continue
                 row = {"op": op, "shape": f"T={t}", "impl": name, "ms": ms,
-                       "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host}
+                       "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host,
+                       "bare us": bare}
                 if args.decode:
                     row["kernels (us)"] = ", ".join(f"{_short(k)} {v:.1f}" for k, v in
                                                     kernel_times(fn).head(3).items())

@@ -5,7 +5,9 @@ report, one flat record per row, so runs can be concatenated and plotted over ti
 Every row carries its ``figure`` in its ``unit`` (GB/s or TFLOP/s), the ``limit`` of that unit
 measured here, ``% of limit``, and one ``x vs PEER`` column per peer (peer time / this time:
 above 1 is faster than the peer); GB/s rows also carry ``% of same-size copy``, the limit at
-the call's own size.
+the call's own size. Rows of Triton kernels carry ``host us`` (one eager call on this host),
+``bare us`` (the same kernels launched with the same arguments and nothing else) and
+``host / bare``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class Timing(NamedTuple):
     host_us: float
     """Host time per eager call (launches queued, not waited for): what a caller outside a
     graph pays on this host, shown next to the GPU time instead of mixed into it."""
+    bare_us: float
+    """Host time of launching the same Triton kernels with the same arguments and nothing else
+    (``bare_launches``): the floor ``host_us`` is held to. NaN for a call that launches none."""
 
 
 def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
@@ -65,20 +70,51 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     from harness.detectors.cuda_graph import capture
 
     host_us = _host_us(fn)
+    bare = bare_launches(fn)
+    bare_us = _host_us(bare) if bare is not None else float("nan")
     graph = torch.cuda.CUDAGraph()
     try:
         capture(graph, fn)
     except Exception:
         deferred.forget_captured()
-        return Timing(eager_ms(fn, warmup, rep), "eager", host_us)
+        return Timing(eager_ms(fn, warmup, rep), "eager", host_us, bare_us)
     try:
         flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
         estimate = statistics.mean(_replays_ms(graph, flush, 5))
         _replays_ms(graph, flush, max(1, int(warmup / max(estimate, 1e-3))))
         reps = min(1000, max(5, int(rep / max(estimate, 1e-3))))
-        return Timing(statistics.median(_replays_ms(graph, flush, reps)), "graph", host_us)
+        return Timing(statistics.median(_replays_ms(graph, flush, reps)), "graph", host_us,
+                      bare_us)
     finally:
         deferred.forget_captured()
+
+
+def bare_launches(fn: Callable[[], object]) -> Callable[[], None] | None:
+    """The Triton launches one call of ``fn`` makes, recorded (kernel, grid, arguments) and
+    replayed through ``JITFunction.run`` with nothing around them: no argument checks, no output
+    allocation, no launch-plan work. None when ``fn`` launches no Triton kernel."""
+    from triton.runtime.jit import JITFunction
+
+    launches = []
+    run = JITFunction.run
+
+    def recording(self, *args, grid, warmup, **kwargs):
+        launches.append((self, args, grid, kwargs))
+        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    JITFunction.run = recording
+    try:
+        fn()
+    finally:
+        JITFunction.run = run
+    torch.cuda.synchronize()
+    if not launches:
+        return None
+
+    def replay():
+        for kernel, args, grid, kwargs in launches:
+            run(kernel, *args, grid=grid, warmup=False, **kwargs)
+    return replay
 
 
 def _host_us(fn: Callable[[], object]) -> float:
@@ -220,6 +256,8 @@ def with_ratios(df: pd.DataFrame, limits: dict[str, float], peers=PEERS,
             continue
         peer_ms = df.set_index(list(keys)).index.map(ref.to_dict().get)
         df[f"x vs {peer}"] = (pd.Series(peer_ms, index=df.index, dtype=float) / df["ms"]).round(2)
+    if {"host us", "bare us"} <= set(df.columns):
+        df["host / bare"] = (df["host us"] / df["bare us"]).round(2)
     return df
 
 
