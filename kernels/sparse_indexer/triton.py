@@ -24,6 +24,7 @@ MMAs across the head loop (Gluon or CUDA). Where the time goes and the variants 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import triton
@@ -267,7 +268,7 @@ def _flag_bad_windows(ks, ke, rows, row_ok, N, err_ptr, err_slot):
 
 
 @triton.jit(do_not_specialize=["err_slot"])
-def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, err_ptr,
+def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, err_ptr,
                       err_slot, max_len, table_stride, table_cols, H, n_splits,
                       NEXT_N: tl.constexpr, NP: tl.constexpr, HP: tl.constexpr,
                       BS: tl.constexpr, D: tl.constexpr, DOT: tl.constexpr,
@@ -277,14 +278,17 @@ def _paged_mqa_logits(q_ptr, val_ptr, scale_ptr, w_ptr, lens_ptr, tables_ptr, ou
     head weights are loaded once, every visible block's keys are read once, and the columns
     past the context get -inf.
 
-    The cache comes as two typed views of the same bytes (fp8 values, fp32 scales), so loads
-    stay vectorised. Scores are keys x heads, so the head sum runs along the MMA's N dimension
+    The packed uint8 cache is read through two typed pointers to the same bytes (fp8 values,
+    fp32 scales), cast here rather than as tensor views on the host, so loads stay vectorised
+    and the host makes no views. Scores are keys x heads, so the head sum runs along the MMA's N dimension
     (within a warp; heads x keys put it across warps, through shared memory). Every logit comes
     from one block's dot product whatever the split, so the split (chosen from the batch size)
     cannot change a value. Error code: 1 a context needs more blocks than the table has, 2 a
     context past max_model_len, 3 a negative context (clamped, so no read leaves the table),
     with the request. ``NP``: next_n padded to a power of two (tl.arange's), the padding rows
     masked."""
+    val_ptr = cache_ptr.to(tl.pointer_type(tl.float8e4nv))
+    scale_ptr = cache_ptr.to(tl.pointer_type(tl.float32))
     b, sp = tl.program_id(0).to(tl.int64), tl.program_id(1)
     raw = tl.load(lens_ptr + b)
     if sp == 0:
@@ -374,9 +378,7 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale
                                                         quant_block_size, scale_fmt, values=False)
     if k.shape[0]:
         n_slots = blocks * block_size
-        rule = "slot_mapping entries must be -1 or in [0, {n}): token {row} has one "
-        explain = deferred.explainer({1: rule + "below -1", 2: rule + "past the cache"},
-                                     n=n_slots)
+        explain = _slot_errors(n_slots)
         words, slot = deferred.claim(k.device, explain)
         tokens = k.shape[0]
         _quant_into_cache[(cdiv(tokens, CACHE_WRITE_TOKENS),)](
@@ -448,6 +450,22 @@ def paged_splits(batch: int, column_blocks: int, plan: LaunchPlan) -> int:
     return max(1, min(column_blocks, plan.paged_programs // max(batch, 1)))
 
 
+@functools.lru_cache(maxsize=256)
+def _context_errors(cols: int, max_model_len: int):
+    """The paged op's error messages, built once per table width and max_model_len."""
+    return deferred.explainer({
+        1: "context_lens need more blocks than block_tables has ({cols} columns): request {row}",
+        2: "context_lens reach past max_model_len {mml}: request {row}",
+        3: "context_lens must be >= 0: request {row}"}, cols=cols, mml=max_model_len)
+
+
+@functools.lru_cache(maxsize=256)
+def _slot_errors(n_slots: int):
+    """The K-cache write's error messages, built once per cache size."""
+    rule = "slot_mapping entries must be -1 or in [0, {n}): token {row} has one "
+    return deferred.explainer({1: rule + "below -1", 2: rule + "past the cache"}, n=n_slots)
+
+
 def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool,
            plan: LaunchPlan):
     _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
@@ -456,17 +474,11 @@ def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exac
     max_model_len = int(max_model_len)
     out = torch.empty((b * next_n, max_model_len), dtype=torch.float32, device=q.device)
     if b and max_model_len:
-        explain = deferred.explainer({
-            1: "context_lens need more blocks than block_tables has ({cols} columns): "
-               "request {row}",
-            2: "context_lens reach past max_model_len {mml}: request {row}",
-            3: "context_lens must be >= 0: request {row}"},
-            cols=block_tables.shape[1], mml=max_model_len)
+        explain = _context_errors(block_tables.shape[1], max_model_len)
         words, slot = deferred.claim(q.device, explain)
         splits = paged_splits(b, cdiv(max_model_len, block_size), plan)
-        flat = kv_cache.view(-1)
-        _paged_mqa_logits[(b, splits)](
-            q.contiguous(), flat.view(validate.FP8), flat.view(torch.float32), weights.contiguous(),
+        _paged_mqa_logits[(b, splits)](  # the packed uint8 cache: the kernel types its two parts
+            q.contiguous(), kv_cache, weights.contiguous(),
             context_lens, block_tables, out, words, slot, max_model_len, block_tables.stride(0),
             block_tables.shape[1], heads, splits,
             NEXT_N=next_n, NP=next_power_of_2(next_n), HP=next_power_of_2(heads),
