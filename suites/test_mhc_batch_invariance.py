@@ -59,3 +59,47 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
             assert torch.equal(out[name], first[name]), (
                 f"{name} with a {label} differs from the {first_label} in "
                 f"{(out[name] != first[name]).sum().item()} of {out[name].numel()} values")
+
+
+@pytest.mark.gpu
+@pytest.mark.implementation("triton")
+@pytest.mark.parametrize("op", ("mhc_pre", "hc_head"))
+def test_calls_on_concurrent_streams_never_change_a_bit(op):
+    """A decode batch runs the shipped GEMM a program a K chunk, and a split's last program (an
+    int32 counter) adds the chunks' sums (kernels.mhc.triton._done_counters). Calls running at
+    once on two streams must not count each other's programs: decode calls are held behind a
+    sleep on two streams, released together, and compared bitwise with the same calls run one
+    after another."""
+    import torch
+
+    from harness.core.cases import Case
+    from harness.core.registry import records
+    from harness.core.specs import get_spec
+
+    impl = records(op).get("triton")
+    if impl is None or not impl.available:
+        pytest.skip(f"triton {op} not available here: {getattr(impl, 'reason', '')}")
+    spec = get_spec(op)
+    calls = [spec.arguments(spec.make_inputs(Case(op, tokens=t, hidden=7168, seed=s, device="cuda")))
+             for s, t in enumerate((1, 4, 16, 64, 1, 256, 8, 32))]
+
+    def as_tuple(out):
+        return tuple(out) if isinstance(out, tuple) else (out,)
+
+    alone = [as_tuple(impl.fn(*args)) for args in calls]
+    torch.cuda.synchronize()
+    streams = (torch.cuda.Stream(), torch.cuda.Stream())
+    together = [None] * len(calls)
+    for stream in streams:
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(20_000_000)
+    for repeat in range(4):
+        for i, args in enumerate(calls):
+            with torch.cuda.stream(streams[(i + repeat) % 2]):
+                together[i] = as_tuple(impl.fn(*args))
+    torch.cuda.synchronize()
+    for i, (want, got) in enumerate(zip(alone, together)):
+        for a, b in zip(want, got):
+            assert torch.equal(a, b), (
+                f"call {i} ({calls[i][0].shape[0]} tokens) differs when run beside calls on another "
+                f"stream in {(a != b).sum().item()} of {a.numel()} values")

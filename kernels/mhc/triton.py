@@ -279,15 +279,23 @@ def _chunk_programs(programs: int, chunks: int, device: torch.device) -> int:
 
 
 _COUNTERS: dict = {}
+_RETIRED: list = []
 
 
 def _done_counters(device: torch.device, n: int) -> torch.Tensor:
-    """Zeroed int32 counters, one per (token tile, split) of a chunked GEMM, kept per device:
-    each call's last program of a split resets its counter, so they are zero between calls
-    (and between CUDA-graph replays)."""
-    counters = _COUNTERS.get(device)
+    """Zeroed int32 counters, one per (token tile, split) of a chunked GEMM, kept per device and
+    stream: each call's last program of a split resets its counter, so they are zero between
+    calls and between CUDA-graph replays. Two streams never share them (calls running at once
+    would count each other's programs); a graph keeps the counters of the stream it was captured
+    on, so graphs captured on one stream are replayed one at a time, as vLLM does. A buffer is
+    never freed: a captured graph may still point at it."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    counters = _COUNTERS.get((device, stream))
     if counters is None or counters.numel() < n:
-        counters = _COUNTERS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+        if counters is not None:
+            _RETIRED.append(counters)
+        counters = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+        _COUNTERS[(device, stream)] = counters
     return counters
 
 
