@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.errors import ContractError
+from harness.core.errors import require
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
@@ -12,10 +12,7 @@ SCALE_BYTES = 4
 
 
 def want(cond: bool, msg) -> None:
-    """Raises ContractError with ``msg`` (a string, or a callable building it: the checks run on
-    every call, and formatting shapes into messages that are never shown cost the hot path)."""
-    if not cond:
-        raise ContractError((msg() if callable(msg) else msg) + " (contract: ../shared/spec/ops.md section 3)")
+    require(cond, msg, section=3)
 
 
 def _is(t, dtype, dims) -> bool:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.errors import ContractError  # noqa: F401  (re-exported: raised by these checks)
+from harness.core.errors import ContractError, require  # noqa: F401  (re-exported: raised by these checks)
 
 
 def _want(cond: bool, msg) -> None:
-    """Raises ContractError with ``msg`` (a string, or a callable building it: the checks run on
-    every call, and formatting shapes into messages that are never shown cost the hot path)."""
-    if not cond:
-        raise ContractError((msg() if callable(msg) else msg) + " (contract: ../shared/spec/ops.md section 2)")
+    require(cond, msg, section=2)
 
 
 def check_common(logits, indices, num_rows, stride0, stride1, top_k) -> None:
