@@ -3,11 +3,17 @@ and vLLM's own Triton kernels, against the copy bandwidth measured in the same r
 
     python benchmarks/bench_mhc.py [--hidden 7168] [--tokens 1 128 8192 65536] [--json FILE]
     python benchmarks/bench_mhc.py --decode     # T = 1, 4, 16, 64, 128, 256, with each kernel's us
+                                                # and the time per call inside a captured step
 
 GB/s counts the bytes an ideal kernel must move: every input read once, every output written
 once (mhc_post: x, residual in + out; mhc_pre / hc_head: residual in + layer_input out;
 mhc_fused_post_pre: x, residual in, new residual and layer_input out). The row
 ``triton post, then pre`` is the two separate Triton ops back to back, the fused op's baseline.
+
+``ms`` replays a graph holding one call, so it includes the graph's launch latency (the meta
+line ``one-kernel graph us`` gives it for a graph of one fill kernel). ``--decode`` adds
+``in step us``: the time per call of STEP_CALLS calls captured back to back in one graph, each
+on inputs and weights of its own, as a captured decode step runs them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from common import (PEERS, copy_bandwidth, emit, kernel_times, need_gpu, parser,  # noqa: E402
-                    runnable, timed, with_ratios, with_same_size_copy)
+                    per_call_in_step, runnable, timed, with_ratios, with_same_size_copy)
 
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
@@ -31,6 +37,9 @@ OPS = ("mhc_post", "mhc_pre", "mhc_fused_post_pre", "hc_head")
 STREAMS = 4
 DECODE_TOKENS = (1, 4, 16, 64, 128, 256)
 """A decode step's batch sizes: where a call's time is its launches and its longest chain."""
+STEP_CALLS = 16
+"""Calls per captured graph in ``--decode``'s ``in step us`` column, each on its own inputs and
+weights (DeepSeek-V4 makes 122 mHC calls per decode step, in one graph)."""
 
 
 def ideal_bytes(op: str, t: int, h: int, m: int = STREAMS) -> int:
@@ -57,6 +66,20 @@ def _post_then_pre(inputs: dict):
         pre_inputs["residual"] = post(*post_args)
         return pre(*get_spec("mhc_pre").arguments(pre_inputs))
     return run
+
+
+def _step_calls(op: str, impl: str, t: int, hidden: int) -> list:
+    """STEP_CALLS calls of one implementation, each on inputs and weights of its own."""
+    spec = get_spec(op)
+    calls = []
+    for seed in range(STEP_CALLS):
+        inputs = spec.make_inputs(Case(op, tokens=t, hidden=hidden, device="cuda", seed=seed))
+        if impl == "triton post, then pre":
+            calls.append(_post_then_pre(inputs))
+        else:
+            fn, args_ = records(op)[impl].fn, spec.arguments(inputs)
+            calls.append(lambda fn=fn, args_=args_: fn(*args_))
+    return calls
 
 
 def main(argv=None) -> pd.DataFrame:
@@ -93,13 +116,16 @@ def main(argv=None) -> pd.DataFrame:
                        "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host,
                        "bare us": bare}
                 if args.decode:
+                    row["in step us"] = 1e3 * per_call_in_step(_step_calls(op, name, t, args.hidden))
                     row["kernels (us)"] = ", ".join(f"{_short(k)} {v:.1f}" for k, v in
                                                     kernel_times(fn).head(3).items())
                 rows.append(row)
             inputs = args_ = call = None
             torch.cuda.empty_cache()
     df = with_ratios(with_same_size_copy(pd.DataFrame(rows)), {"GB/s": copy})
-    emit("bench_mhc", df, {"copy GB/s": copy}, args.json)
+    one = torch.zeros(1, device="cuda")
+    meta = {"copy GB/s": copy, "one-kernel graph us": 1e3 * timed(one.zero_).ms}
+    emit("bench_mhc", df, meta, args.json)
     return df
 
 

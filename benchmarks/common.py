@@ -89,6 +89,27 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
         deferred.forget_captured()
 
 
+def per_call_in_step(calls: list[Callable[[], object]], rep: int = 100) -> float:
+    """Median GPU time per call, in ms, of ``calls`` captured back to back in one CUDA graph
+    and replayed after an L2 flush: the cost of a call inside a captured decode step, where the
+    graph's own launch latency (paid once per step) is shared by all of them. Give each call its
+    own inputs and weights, so that none of them finds another's bytes in L2. NaN when the calls
+    cannot be captured."""
+    from harness.core import deferred
+    from harness.detectors.cuda_graph import capture
+
+    graph = torch.cuda.CUDAGraph()
+    try:
+        capture(graph, lambda: [call() for call in calls])
+        flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+        _replays_ms(graph, flush, 3)
+        return statistics.median(_replays_ms(graph, flush, rep)) / len(calls)
+    except Exception:
+        return float("nan")
+    finally:
+        deferred.forget_captured()
+
+
 def bare_launches(fn: Callable[[], object]) -> Callable[[], None] | None:
     """The Triton launches one call of ``fn`` makes, recorded (kernel, grid, arguments) and
     replayed through ``JITFunction.run`` with nothing around them: no argument checks, no output
@@ -265,7 +286,7 @@ def emit(name: str, df: pd.DataFrame, limits: dict, json_path: str | None) -> No
     """Prints the device, the limits and the table; writes the --json file."""
     device = torch.cuda.get_device_name()
     print(f"{name} on {device}; limits measured in this run: "
-          + ", ".join(f"{k} {v:.0f}" for k, v in limits.items()))
+          + ", ".join(f"{k} {v:.4g}" for k, v in limits.items()))
     print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if json_path:
         pathlib.Path(json_path).write_text(json.dumps(document(name, df, limits, device), indent=1))
