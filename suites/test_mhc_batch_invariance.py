@@ -43,16 +43,30 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
     plan = (mhc_triton.DEFAULT_PLAN if gpu else  # on CPU: 2 splits of 2 chunks, 4 H blocks
             dataclasses.replace(mhc_triton.DEFAULT_PLAN, block_h=64, split_k_size=512))
     outputs = {}
+    forced = []
     chunks = {"a program a chunk": lambda programs, chunks, device: chunks,
               "a program a split": lambda programs, chunks, device: 1}
-    for tile in (mhc_triton.SMALL_BLOCK_T, mhc_triton.DEFAULT_PLAN.block_t):
-        for layout, per_split in chunks.items():
-            for parts in (1, 4):
-                monkeypatch.setattr(mhc_triton, "_gemm_block_t", lambda *_, tile=tile: tile)
-                monkeypatch.setattr(mhc_triton, "_chunk_programs", per_split)
-                monkeypatch.setattr(mhc_triton, "_h_parts", lambda *_, parts=parts: parts)
-                label = f"{tile}-row tile, {layout}, {parts} program{'s' if parts > 1 else ''} a token"
-                outputs[label] = spec.run(impl.fn, inputs, plan=plan)
+
+    def force(name, choose):
+        monkeypatch.setattr(mhc_triton, name, lambda *a: forced.append(name) or choose(*a))
+
+    try:
+        for tile in (mhc_triton.SMALL_BLOCK_T, mhc_triton.DEFAULT_PLAN.block_t):
+            for layout, per_split in chunks.items():
+                for parts in (1, 4):
+                    force("_gemm_block_t", lambda *_, tile=tile: tile)
+                    force("_chunk_programs", per_split)
+                    force("_h_parts", lambda *_, parts=parts: parts)
+                    mhc_triton._gemm_layout.cache_clear()  # layouts are kept per shape
+                    mhc_triton._gates_layout.cache_clear()
+                    forced.clear()
+                    label = f"{tile}-row tile, {layout}, {parts} program{'s' if parts > 1 else ''} a token"
+                    outputs[label] = spec.run(impl.fn, inputs, plan=plan)
+                    assert {"_gemm_block_t", "_chunk_programs", "_h_parts"} <= set(forced), (
+                        f"{label}: the call did not ask for its launch shapes ({forced})")
+    finally:  # none of the forced layouts outlives the test
+        mhc_triton._gemm_layout.cache_clear()
+        mhc_triton._gates_layout.cache_clear()
     (first_label, first), *others = outputs.items()
     for label, out in others:
         for name in spec.outputs:

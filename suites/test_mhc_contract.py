@@ -75,6 +75,8 @@ def test_bad_input_raises_clear_error(target):
     if target.impl.name not in SHIPPED:
         pytest.skip("error messages are part of the shipped kernels' contract only")
     inputs = target.spec.make_inputs(target.case)
+    target.spec.call(target.impl.fn, inputs)  # a good call first: its checks are kept per signature
     for _what, bad, word in _bad_inputs(target.op, inputs):
-        with pytest.raises(ContractError, match=word):
-            target.spec.call(target.impl.fn, bad)
+        for _ in range(2):  # and a failed check is never kept
+            with pytest.raises(ContractError, match=word):
+                target.spec.call(target.impl.fn, bad)

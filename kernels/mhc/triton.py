@@ -33,6 +33,7 @@ with large batches. A different plan changes only the order of the GEMM's fp32 a
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import triton
@@ -306,21 +307,11 @@ def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
     instead of tensor views, which cost the host microseconds each."""
     t, k = x.shape
     n_mix = fn.shape[0]
-    if n_splits is None:
-        n_splits = cdiv(k, plan.split_k_size)
-    if int(n_splits) < 1:
+    if n_splits is not None and int(n_splits) < 1:
         raise validate.ContractError(f"n_splits must be >= 1, got {n_splits}")
-    k_per_split = cdiv(cdiv(k, int(n_splits)), plan.block_k) * plan.block_k
-    n_splits = cdiv(k, k_per_split)
-    chunk_k = min(k_per_split, cdiv(plan.chunk_k, plan.block_k) * plan.block_k)
-    chunks = cdiv(k_per_split, chunk_k)
-    block_t = _gemm_block_t(t, n_splits, plan, x.device)
-    t_blocks = cdiv(t, block_t)
-    programs = _chunk_programs(t_blocks * n_splits, chunks, x.device)
-    n_pad = _n_pad(n_mix)
-    rows = n_splits * t * (1 + (programs if programs > 1 else 0))
+    (k_per_split, n_splits, chunk_k, chunks, block_t, t_blocks, programs, n_pad, rows,
+     sq_at) = _gemm_layout(t, k, n_mix, None if n_splits is None else int(n_splits), plan, x.device)
     scratch = torch.empty(rows * (n_pad + 1), dtype=torch.float32, device=x.device)
-    sq_at = rows * n_pad
     done = _done_counters(x.device, t_blocks * n_splits) if programs > 1 else scratch
     _rms_gemm_partial[(t_blocks, n_splits * programs)](
         x, fn.contiguous(), scratch, sq_at, n_splits * t * n_pad, sq_at + n_splits * t, done,
@@ -329,6 +320,25 @@ def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
         BLOCK_T=block_t, BLOCK_K=plan.block_k, PRECISION=plan.precision,
         INTERPRETED=_INTERPRETED, num_warps=plan.gemm_warps, num_stages=plan.gemm_stages)
     return scratch, sq_at, n_splits, n_pad
+
+
+@functools.lru_cache(maxsize=1024)
+def _gemm_layout(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchPlan,
+                 device: torch.device) -> tuple:
+    """The GEMM's launch geometry and scratch rows (``_rms_gemm``), once per shape and plan."""
+    if n_splits is None:
+        n_splits = cdiv(k, plan.split_k_size)
+    k_per_split = cdiv(cdiv(k, n_splits), plan.block_k) * plan.block_k
+    n_splits = cdiv(k, k_per_split)
+    chunk_k = min(k_per_split, cdiv(plan.chunk_k, plan.block_k) * plan.block_k)
+    chunks = cdiv(k_per_split, chunk_k)
+    block_t = _gemm_block_t(t, n_splits, plan, device)
+    t_blocks = cdiv(t, block_t)
+    programs = _chunk_programs(t_blocks * n_splits, chunks, device)
+    n_pad = _n_pad(n_mix)
+    rows = n_splits * t * (1 + (programs if programs > 1 else 0))
+    return (k_per_split, n_splits, chunk_k, chunks, block_t, t_blocks, programs, n_pad, rows,
+            rows * n_pad)
 
 
 def _block_h(h: int, plan: LaunchPlan) -> int:
@@ -350,14 +360,21 @@ def _gates(scratch, sq_at, splits, n_pad, streams, hc_scale, hc_base, out, post,
     """The second kernel: per token, the mixes from the GEMM partials, the gates (and Sinkhorn
     for mhc_pre) and the weighted sum of the streams into ``out``."""
     t, m, h = streams.shape
-    block_h = _block_h(h, plan)
-    parts = _h_parts(t, cdiv(h, block_h), streams.device)
-    h_per_program = cdiv(cdiv(h, block_h), parts) * block_h
-    _gates_and_mix[(t, cdiv(h, h_per_program))](
+    block_h, h_per_program, programs_h = _gates_layout(t, h, plan, streams.device)
+    _gates_and_mix[(t, programs_h)](
         scratch, sq_at, streams, hc_scale, hc_base, out, post, comb, t, h, h_per_program, splits,
         *map(float, eps), float(hc_post_mult_value), int(sinkhorn_repeat),
         SPLITS_PAD=next_power_of_2(splits), M=m, M_PAD=next_power_of_2(m),
         N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gates_layout(t: int, h: int, plan: LaunchPlan, device: torch.device) -> tuple[int, int, int]:
+    """``_gates_and_mix``'s H tile, H per program and programs per token, once per shape."""
+    block_h = _block_h(h, plan)
+    parts = _h_parts(t, cdiv(h, block_h), device)
+    h_per_program = cdiv(cdiv(h, block_h), parts) * block_h
+    return block_h, h_per_program, cdiv(h, h_per_program)
 
 
 KNOBS = {"n_splits": N_SPLITS_KNOB, "plan": PLANS}

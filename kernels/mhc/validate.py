@@ -1,7 +1,8 @@
 """Argument checks of the mHC contract, shared by every shipped backend.
 
 Each error names the argument, what was given and what the contract wants, so a caller can fix
-the call without reading the kernel.
+the call without reading the kernel. The checks read metadata only, so each runs once per call
+signature (``harness.core.memo``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.errors import ContractError, require  # noqa: F401  (re-exported: raised by these checks)
+from harness.core.memo import per_signature
 
 
 def _want(cond: bool, msg) -> None:
@@ -27,6 +29,7 @@ def residual_dims(residual: torch.Tensor, name: str = "residual") -> tuple[int, 
     return residual.shape[-2], residual.shape[-1]
 
 
+@per_signature
 def check_pre(residual, fn, hc_scale, hc_base, sinkhorn_repeat) -> tuple[int, int]:
     m, h = residual_dims(residual)
     mix = m * (m + 2)
@@ -42,6 +45,7 @@ def check_pre(residual, fn, hc_scale, hc_base, sinkhorn_repeat) -> tuple[int, in
     return m, h
 
 
+@per_signature
 def check_post(x, residual, post_layer_mix, comb_res_mix) -> tuple[int, int]:
     m, h = residual_dims(residual)
     lead = tuple(residual.shape[:-2])
@@ -57,6 +61,7 @@ def check_post(x, residual, post_layer_mix, comb_res_mix) -> tuple[int, int]:
     return m, h
 
 
+@per_signature
 def check_head(hidden_states, hc_fn, hc_scale, hc_base) -> tuple[int, int]:
     m, h = residual_dims(hidden_states, "hidden_states")
     _dtype("hc_fn", hc_fn, torch.float32)

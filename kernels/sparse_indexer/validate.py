@@ -1,10 +1,14 @@
-"""Argument checks of the indexer contract (ops.md section 3), shared by the shipped backends."""
+"""Argument checks of the indexer contract (ops.md section 3), shared by the shipped backends.
+
+The checks of shapes and dtypes run once per call signature (``harness.core.memo``); those of
+index values read the device, so they run every call, outside a capture, where asked."""
 
 from __future__ import annotations
 
 import torch
 
 from harness.core.errors import require
+from harness.core.memo import per_signature
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
@@ -27,11 +31,13 @@ def check_scale_fmt(scale_fmt) -> None:
     want(scale_fmt in (None, "ue8m0"), lambda: f"scale_fmt must be None or 'ue8m0', got {scale_fmt!r}")
 
 
+@per_signature
 def check_quantize_k(k, scale_fmt=None) -> None:
     want(_is(k, torch.bfloat16, 2), lambda: f"k must be bf16 [N, head_dim], got {_desc(k)}")
     check_scale_fmt(scale_fmt)
 
 
+@per_signature
 def check_quantize_q(q, weights, softmax_scale) -> None:
     want(_is(q, torch.bfloat16, 3), lambda: f"q must be bf16 [M, heads, head_dim], got {_desc(q)}")
     want(_is(weights, torch.float32, 2) and tuple(weights.shape) == tuple(q.shape[:2]),
@@ -64,6 +70,14 @@ def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt
                           values: bool = True) -> tuple[int, int]:
     """Shapes and dtypes; with ``values`` also the slot values (a host read: the Triton op
     checks them in its kernel instead)."""
+    geometry = _quant_and_cache_shapes(k, kv_cache, slot_mapping, quant_block_size, scale_fmt)
+    if values and not capturing(slot_mapping):
+        check_slots(slot_mapping, k.shape[0], geometry)
+    return geometry
+
+
+@per_signature
+def _quant_and_cache_shapes(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
     want(_is(k, torch.bfloat16, 2), lambda: f"k must be bf16 [T, head_dim], got {_desc(k)}")
     want(int(quant_block_size) == k.shape[1],
          lambda: f"quant_block_size {quant_block_size} must equal head_dim {k.shape[1]} (one scale per token)")
@@ -72,8 +86,6 @@ def check_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt
     want(isinstance(slot_mapping, torch.Tensor) and slot_mapping.dim() == 1
          and slot_mapping.dtype in (torch.int32, torch.int64) and slot_mapping.shape[0] >= k.shape[0],
          lambda: f"slot_mapping must be int32/int64 [>= T={k.shape[0]}], got {_desc(slot_mapping)}")
-    if values and not capturing(slot_mapping):
-        check_slots(slot_mapping, k.shape[0], geometry)
     return geometry
 
 
@@ -87,6 +99,13 @@ def check_slots(slot_mapping, tokens: int, geometry: tuple[int, int]) -> None:
 def check_mqa(q, kv, weights, ks, ke, values: bool = True) -> None:
     """Shapes and dtypes; with ``values`` also the windows (a host read: the Triton op checks
     them in its kernel instead)."""
+    _mqa_shapes(q, kv, weights, ks, ke)
+    if values and not capturing(ks):
+        check_windows(ks, ke, kv[0].shape[0])
+
+
+@per_signature
+def _mqa_shapes(q, kv, weights, ks, ke) -> None:
     want(_is(q, FP8, 3), lambda: f"q must be float8_e4m3fn [M, heads, head_dim], got {_desc(q)}")
     want(isinstance(kv, (tuple, list)) and len(kv) == 2, "kv must be the pair (k_fp8, k_scale)")
     k, scale = kv
@@ -100,8 +119,6 @@ def check_mqa(q, kv, weights, ks, ke, values: bool = True) -> None:
     for name, t in (("cu_seqlen_ks", ks), ("cu_seqlen_ke", ke)):
         want(_is(t, torch.int32, 1) and t.shape[0] == q.shape[0],
              lambda: f"{name} must be int32 [M={q.shape[0]}], got {_desc(t)}")
-    if values and not capturing(ks):
-        check_windows(ks, ke, k.shape[0])
 
 
 def check_windows(ks, ke, keys: int) -> None:
@@ -114,6 +131,14 @@ def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len,
                 values: bool = True) -> tuple[int, int]:
     """Shapes and dtypes; with ``values`` also the context lengths (a host read: the Triton op
     checks them in its kernel instead)."""
+    geometry = _paged_shapes(q, kv_cache, weights, context_lens, block_tables)
+    if values and not capturing(context_lens):
+        check_context(context_lens, block_tables, geometry[1], max_model_len)
+    return geometry
+
+
+@per_signature
+def _paged_shapes(q, kv_cache, weights, context_lens, block_tables) -> tuple[int, int]:
     want(_is(q, FP8, 4), lambda: f"q must be float8_e4m3fn [B, next_n, heads, head_dim], got {_desc(q)}")
     b, next_n, heads, d = q.shape
     geometry = cache_geometry(kv_cache, d)
@@ -123,8 +148,6 @@ def check_paged(q, kv_cache, weights, context_lens, block_tables, max_model_len,
          lambda: f"context_lens must be int32 [B={b}], got {_desc(context_lens)}")
     want(_is(block_tables, torch.int32, 2) and block_tables.shape[0] == b,
          lambda: f"block_tables must be int32 [B={b}, max_blocks], got {_desc(block_tables)}")
-    if values and not capturing(context_lens):
-        check_context(context_lens, block_tables, geometry[1], max_model_len)
     return geometry
 
 

@@ -34,6 +34,7 @@ the designs measured are in ``docs/kernels/topk.md``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy
 import torch
@@ -865,25 +866,12 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     ``reg_tile`` columns) get ``finish_slices`` programs per finish stage, or one program for
     all stages; short ones one program."""
     dev, n_cols = logits.device, logits.shape[1]
-    chunk = chunk_size(num_rows, n_cols, plan)
-    n_chunks = max(1, cdiv(n_cols, chunk))
-    cap = max(1, min(n_cols, plan.candidate_budget // num_rows))
-    bits = coarse_bits(int(top_k), n_cols, plan)
-    split = plan.split_finish
-    nbins = 1 << bits
-    levels = cdiv(32, plan.radix)
-    slices = finish_slices(num_rows, n_cols, plan)
-    info_at = num_rows * n_chunks * nbins
-    offs_at = info_at + num_rows * 4
-    state_at = offs_at + num_rows * n_chunks * 2
-    counts_at = state_at + num_rows * 4
-    cand_at = counts_at + num_rows * slices * (2 + levels * (1 << plan.radix))
-    ws = torch.empty(cand_at + 2 * num_rows * cap, dtype=torch.int32, device=dev)
-    fin_at = 2 * num_rows + num_rows * nbins
-    fin_words = 4 + levels + 3 + levels * (1 << plan.radix)
-    bits_at = fin_at + num_rows * fin_words
-    sync = torch.zeros(bits_at + num_rows, dtype=torch.int32, device=dev)
     top_k, next_n = int(top_k), int(next_n)
+    (chunk, n_chunks, cap, bits, slices, info_at, offs_at, state_at, counts_at, cand_at,
+     ws_words, fin_at, fin_words, bits_at) = _layout(num_rows, n_cols, top_k, plan)
+    split = plan.split_finish
+    ws = torch.empty(ws_words, dtype=torch.int32, device=dev)
+    sync = torch.zeros(bits_at + num_rows, dtype=torch.int32, device=dev)
     words, slot = errors if errors is not None else (torch.zeros(1, dtype=torch.int32, device=dev), 0)
     grid = (num_rows, n_chunks)
     rows = (logits, starts, ends, ws)
@@ -909,6 +897,29 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
                                            TILE=plan.finish_tile, MAX_SLICES=MAX_SLICES,
                                            SLEEP=not triton_interpreted(), **select,
                                            num_warps=plan.long_warps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(num_rows: int, n_cols: int, top_k: int, plan: LaunchPlan) -> tuple:
+    """The launch geometry and the scratch layout of ``launch`` (see its docstring), computed
+    once per shape and plan."""
+    chunk = chunk_size(num_rows, n_cols, plan)
+    n_chunks = max(1, cdiv(n_cols, chunk))
+    cap = max(1, min(n_cols, plan.candidate_budget // num_rows))
+    bits = coarse_bits(top_k, n_cols, plan)
+    nbins = 1 << bits
+    levels = cdiv(32, plan.radix)
+    slices = finish_slices(num_rows, n_cols, plan)
+    info_at = num_rows * n_chunks * nbins
+    offs_at = info_at + num_rows * 4
+    state_at = offs_at + num_rows * n_chunks * 2
+    counts_at = state_at + num_rows * 4
+    cand_at = counts_at + num_rows * slices * (2 + levels * (1 << plan.radix))
+    fin_at = 2 * num_rows + num_rows * nbins
+    fin_words = 4 + levels + 3 + levels * (1 << plan.radix)
+    bits_at = fin_at + num_rows * fin_words
+    return (chunk, n_chunks, cap, bits, slices, info_at, offs_at, state_at, counts_at, cand_at,
+            cand_at + 2 * num_rows * cap, fin_at, fin_words, bits_at)
 
 
 def _regs(cap: int | None) -> dict:

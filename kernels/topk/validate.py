@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.errors import ContractError, require  # noqa: F401  (re-exported: raised by these checks)
+from harness.core.memo import per_signature
 
 
 def _want(cond: bool, msg) -> None:
@@ -29,9 +30,11 @@ def check_common(logits, indices, num_rows, stride0, stride1, top_k) -> None:
     _want(indices.device == logits.device, "indices and logits must be on one device")
 
 
+@per_signature
 def check_prefill_args(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
                        top_k) -> None:
-    """Every check that needs no look at device values (no synchronisation)."""
+    """Every check that needs no look at device values (no synchronisation), once per call
+    signature (``harness.core.memo``)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
     for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
         _want(isinstance(t, torch.Tensor) and t.dtype == torch.int32 and t.dim() == 1
@@ -63,9 +66,11 @@ def decode_row_ends(seq_lens: torch.Tensor, next_n: int, num_rows: int) -> torch
     return ends[:num_rows].clamp_min(0)
 
 
+@per_signature
 def check_decode_args(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
                       top_k) -> None:
-    """Every check that needs no look at device values (no synchronisation)."""
+    """Every check that needs no look at device values (no synchronisation), once per call
+    signature (``harness.core.memo``)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
     _want(int(next_n) >= 1, lambda: f"next_n must be >= 1, got {next_n}")
     _want(isinstance(seq_lens, torch.Tensor) and seq_lens.dtype == torch.int32
