@@ -95,10 +95,11 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, chunk_mix_at, chunk_sq_at, 
     ("tf32x3", "ieee", "tf32") with x converted to fp32.
 
     Program (t, w) sums ``chunks_per_program`` consecutive chunks of a split, each accumulated
-    from zero, in chunk order (one loop over the K tiles, so that its loads stay pipelined). With CHUNK_PROGRAMS == 1 that is the split's partial. Otherwise
-    (``_chunk_programs``: decode batches) each of a split's CHUNK_PROGRAMS programs writes its
-    chunk's sum, and the last to finish (a counter in ``done_ptr``, reset by that program) adds
-    them from zero in chunk order into the split's partial: the same additions, the same bits.
+    from zero, in chunk order (one loop over the K tiles, so that its loads stay pipelined).
+    With CHUNK_PROGRAMS == 1 that is the split's partial. Otherwise (``_chunk_programs``: decode
+    batches) each of a split's CHUNK_PROGRAMS programs writes its chunk's sum, and the last to
+    finish (a counter in ``done_ptr``, reset by that program) adds them from zero in chunk order
+    into the split's partial: the same additions, the same bits.
     ``mix_ptr`` is one scratch buffer; the other partials lie at the given offsets in it."""
     sq_ptr = mix_ptr + sq_at
     chunk_mix_ptr = mix_ptr + chunk_mix_at
@@ -144,7 +145,7 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, chunk_mix_at, chunk_sq_at, 
             part_sq += sq
             acc = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
             sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
-    tile = rows[:, None] * N_PAD + cols[None, :]
+    tile = rows.to(tl.int64)[:, None] * N_PAD + cols[None, :]  # 2^31 at 67M tokens in int32
     tile_ok = row_ok[:, None] & col_ok[None, :]
     if CHUNK_PROGRAMS > 1:
         mine = pid_w.to(tl.int64) * T
