@@ -79,33 +79,38 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
         deferred.forget_captured()
         return Timing(eager_ms(fn, warmup, rep), "eager", host_us, bare_us)
     try:
-        flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-        estimate = statistics.mean(_replays_ms(graph, flush, 5))
-        _replays_ms(graph, flush, max(1, int(warmup / max(estimate, 1e-3))))
-        reps = min(1000, max(5, int(rep / max(estimate, 1e-3))))
-        return Timing(statistics.median(_replays_ms(graph, flush, reps)), "graph", host_us,
-                      bare_us)
+        return Timing(_replayed_median_ms(graph, warmup, rep), "graph", host_us, bare_us)
     finally:
         deferred.forget_captured()
 
 
-def per_call_in_step(calls: list[Callable[[], object]], rep: int = 100) -> float:
+def _replayed_median_ms(graph: torch.cuda.CUDAGraph, warmup: float, rep: float) -> float:
+    """Median time of a replay of ``graph``, L2 flushed before each (``warmup`` and ``rep`` in
+    milliseconds, as for do_bench)."""
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    estimate = statistics.mean(_replays_ms(graph, flush, 5))
+    _replays_ms(graph, flush, max(1, int(warmup / max(estimate, 1e-3))))
+    reps = min(1000, max(5, int(rep / max(estimate, 1e-3))))
+    return statistics.median(_replays_ms(graph, flush, reps))
+
+
+def per_call_in_step(calls: list[Callable[[], object]], warmup: int = 10,
+                     rep: int = 100) -> float:
     """Median GPU time per call, in ms, of ``calls`` captured back to back in one CUDA graph
-    and replayed after an L2 flush: the cost of a call inside a captured decode step, where the
-    graph's own launch latency (paid once per step) is shared by all of them. Give each call its
-    own inputs and weights, so that none of them finds another's bytes in L2. NaN when the calls
-    cannot be captured."""
+    and replayed as ``timed`` replays one: the cost of a call inside a captured decode step, where
+    the graph's own launch latency (paid once per step) is shared by all of them. Give each call
+    its own inputs and weights, so that none of them finds another's bytes in L2. NaN when the
+    calls cannot be captured (``timed`` then times them eagerly); a failing replay raises."""
     from harness.core import deferred
     from harness.detectors.cuda_graph import capture
 
     graph = torch.cuda.CUDAGraph()
     try:
-        capture(graph, lambda: [call() for call in calls])
-        flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-        _replays_ms(graph, flush, 3)
-        return statistics.median(_replays_ms(graph, flush, rep)) / len(calls)
-    except Exception:
-        return float("nan")
+        try:
+            capture(graph, lambda: [call() for call in calls])
+        except Exception:
+            return float("nan")
+        return _replayed_median_ms(graph, warmup, rep) / len(calls)
     finally:
         deferred.forget_captured()
 
