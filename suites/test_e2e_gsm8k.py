@@ -8,6 +8,7 @@ concurrency, a dead, dying or malformed server) and on goldens from other machin
 import importlib.util
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -51,14 +52,15 @@ def _summary(folder: pathlib.Path) -> dict:
 
 
 def _foreign_golden(tmp_path) -> pathlib.Path:
-    """The committed golden as a machine with another llama.cpp build sees it: the same server
-    version and model file, another CPU and instruction-set line, so neither its exact outputs
-    nor its logprobs can stand for this build's."""
+    """The main golden as a machine with another llama.cpp build sees it, recorded without
+    logprobs: the same server version and model file, another CPU and instruction-set line, so
+    neither its exact outputs nor its logprobs could stand for this build's."""
     from harness.e2e import fingerprint
     from harness.e2e.golden import load
     from harness.e2e.server import llama_cpp_command
 
-    gold = load(GOLDEN)
+    gold = load(MAIN_GOLDEN)
+    gold.pop("logprobs", None)
     here = fingerprint.collect("llama-cpp", llama_cpp_command(smollm_gguf()))
     gold["fingerprint"] = {**here, "cpu": "another machine's CPU", "system_info": "its own"}
     path = tmp_path / "foreign.json"
@@ -66,19 +68,42 @@ def _foreign_golden(tmp_path) -> pathlib.Path:
     return path
 
 
-def test_server_holds_its_golden_at_concurrency_1_and_2(tmp_path):
+def _rejudged(run: pathlib.Path, tmp_path, *args):
+    """``harness e2e *args`` into a copy of a finished run's folder, with another golden: the
+    saved answers are judged again and no level runs again (the server is not started). The
+    copy keeps the levels, lm-eval's files and the server log; the run writes the report anew."""
+    out = tmp_path / run.name
+    shutil.copytree(run, out)
+    for report in out.iterdir():
+        if report.is_file() and report.name != "server.log":
+            report.unlink()
+    saved = {p.name: p.stat().st_mtime_ns for p in (out / "levels").glob("c*.json")}
+    proc = harness("e2e", *args, "--output", out)
+    again = {p.name: p.stat().st_mtime_ns for p in (out / "levels").glob("c*.json")}
+    assert saved and again == saved, ("a level ran again", proc.stdout[-3000:])
+    return proc, out
+
+
+@pytest.fixture(scope="module")
+def main_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, pathlib.Path]:
+    """The main job's E2E run: this machine's llama.cpp server at concurrency 1 and 2 against
+    the committed golden of the same build (its 3 questions, 1-shot)."""
+    _needs_llama_cpp()
+    out = tmp_path_factory.mktemp("main") / "e2e"
+    return harness("e2e", "--smollm", "--levels", "1,2", "--golden", MAIN_GOLDEN,
+                   "--output", out), out
+
+
+def test_server_holds_its_golden_at_concurrency_1_and_2(main_run):
     """This machine's llama.cpp server against the committed golden recorded with the same build:
     exact outputs where the whole fingerprint matches, logprob drift within the same-build limits
     (which vouch whatever the CPU), and level 2 equal to level 1. A machine whose llama.cpp build
     differs (another version or instruction-set line) cannot be judged by this golden: the test
     skips with the run's reason and the command that records a golden here."""
-    _needs_llama_cpp()
     from harness.e2e import fingerprint
     from harness.e2e.golden import load
 
-    out = tmp_path / "e2e"
-    proc = harness("e2e", "--smollm", "--levels", "1,2", "--golden", MAIN_GOLDEN,
-                   "--output", out)
+    proc, out = main_run
     assert (out / "e2e.json").exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
     summary = _summary(out)
     gold, here = load(MAIN_GOLDEN)["fingerprint"], summary["meta"]["fingerprint"]
@@ -96,15 +121,15 @@ def test_server_holds_its_golden_at_concurrency_1_and_2(tmp_path):
 
 
 @pytest.mark.machinery
-def test_unchanged_server_is_no_regression_against_a_golden_from_another_machine(tmp_path):
-    """Exact outputs are not demanded across machines, and the committed golden carries no
-    logprobs; concurrency 2 must still equal concurrency 1 here (outputs and drift), and 3
+def test_unchanged_server_is_no_regression_against_a_golden_from_another_machine(main_run,
+                                                                                 tmp_path):
+    """The main run's answers judged again against its golden as another machine recorded it
+    without logprobs: exact outputs are not demanded across machines and drift cannot be
+    judged; concurrency 2 must still equal concurrency 1 here (outputs and drift), and 3
     questions cannot vouch for level 1's accuracy: inconclusive (125), never regression, with
     the way out in the reason."""
-    _needs_llama_cpp()
-    out = tmp_path / "e2e"
-    proc = harness("e2e", "--smollm", "--levels", "1,2", "--limit", 3, "--golden",
-                   _foreign_golden(tmp_path), "--output", out)
+    proc, out = _rejudged(main_run[1], tmp_path, "--smollm", "--levels", "1,2", "--limit", 3,
+                          "--golden", _foreign_golden(tmp_path))
     summary = _summary(out)
     assert proc.returncode == 125, proc.stdout[-3000:] + proc.stderr[-2000:]
     one, two = summary["levels"]
@@ -136,6 +161,14 @@ def local_golden(tmp_path_factory) -> pathlib.Path:
     return local
 
 
+@pytest.fixture(scope="module")
+def unchanged_against_local(local_golden, tmp_path_factory):
+    """The unchanged server run again against the golden it just recorded."""
+    out = tmp_path_factory.mktemp("unchanged") / "same"
+    return harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", local_golden,
+                   "--output", out), out
+
+
 def _as_from_another_machine(golden: pathlib.Path, tmp_path) -> pathlib.Path:
     """The golden as recorded on another host with the same llama.cpp build: another CPU, its
     own flags and core count, the same instruction-set line (the arithmetic)."""
@@ -148,7 +181,8 @@ def _as_from_another_machine(golden: pathlib.Path, tmp_path) -> pathlib.Path:
 
 
 @pytest.mark.machinery
-def test_local_golden_in_one_command_then_sampling_is_flagged(local_golden, tmp_path):
+def test_local_golden_in_one_command_then_sampling_is_flagged(local_golden,
+                                                              unchanged_against_local, tmp_path):
     """The recorded golden carries its fingerprint and logprobs. Against it the unchanged server
     passes on exact outputs and drift, and sampling turned on (lm-eval seeds each request, so the
     sampled outputs are the same at every concurrency: only the golden can show it) is a
@@ -157,10 +191,9 @@ def test_local_golden_in_one_command_then_sampling_is_flagged(local_golden, tmp_
     assert gold["fingerprint"]["model_sha256"] != "unknown"
     assert gold["judge"]["max_changed_fraction"] == 0, "--like's judge"
     assert len(gold["logprobs"]) == LIMIT
-    same = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", local_golden,
-                   "--output", tmp_path / "same")
+    same, out = unchanged_against_local
     assert same.returncode == 0, same.stdout[-3000:]
-    basis = _summary(tmp_path / "same")["levels"][0]["basis"]
+    basis = _summary(out)["levels"][0]["basis"]
     assert "exact outputs (fingerprint matches" in basis[0]
     assert any(b.startswith("golden: logprob drift over 4 questions (4 identical") for b in basis)
     proc = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", local_golden,
@@ -172,16 +205,17 @@ def test_local_golden_in_one_command_then_sampling_is_flagged(local_golden, tmp_
 
 
 @pytest.mark.machinery
-def test_golden_from_another_machine_is_judged_by_logprob_drift(local_golden, tmp_path):
+def test_golden_from_another_machine_is_judged_by_logprob_drift(local_golden,
+                                                               unchanged_against_local, tmp_path):
     """Presented as recorded on another CPU, the golden's exact outputs cannot be demanded and
-    4 questions cannot vouch for accuracy; its logprobs still judge: the unchanged server passes
-    (not inconclusive), and the same server with a q8_0 K cache (the CPU analogue of an fp8
-    KV-cache change, same model file) is a regression by drift, with no accuracy test
+    4 questions cannot vouch for accuracy; its logprobs still judge: the unchanged server's
+    answers pass (not inconclusive), and the same server with a q8_0 K cache (the CPU analogue
+    of an fp8 KV-cache change, same model file) is a regression by drift, with no accuracy test
     significant."""
     foreign = _as_from_another_machine(local_golden, tmp_path)
-    clean = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", foreign,
-                    "--output", tmp_path / "clean")
-    level = _summary(tmp_path / "clean")["levels"][0]
+    clean, out = _rejudged(unchanged_against_local[1], tmp_path, "--smollm", "--levels", "1",
+                           *SHOTS, "--golden", foreign)
+    level = _summary(out)["levels"][0]
     assert clean.returncode == 0, (level["reasons"], clean.stdout[-3000:])
     assert any("produced elsewhere" in b for b in level["basis"]), level["basis"]
     assert level["drift"][0]["verdict"] == "pass"

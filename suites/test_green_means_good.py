@@ -113,6 +113,10 @@ def test_e2e_refuses_to_resume_answers_of_another_build(tmp_path):
                       data_dir=str(data), kernel_settings={"VLLM_ROCM_USE_AITER": "0"})
     with pytest.raises(ResumeMismatch, match="kernel_settings.*new --output"):
         _saved(tmp_path, 1, other.resume_identity(), other.resume_key())
+    rejudged = E2EConfig(output=tmp_path, base_url="http://127.0.0.1:9", model="m", levels=(1,),
+                         data_dir=str(data), golden="another-golden")
+    assert _saved(tmp_path, 1, rejudged.resume_identity(), rejudged.resume_key())["level"] == 1, \
+        "another golden judges the same saved answers"
 
 
 @pytest.mark.host_only

@@ -1,7 +1,9 @@
 """``harness e2e``: GSM8K per concurrency level against a served model, judged and reported.
 
 Each level's results are saved as soon as it finishes (``levels/c<N>.json``); a rerun with the
-same settings into the same folder resumes from them. A level that fails (server died, lm-eval
+same settings into the same folder resumes from them. The golden is not one of those settings:
+a saved level holds the server's answers, which no golden shapes, so a rerun with another
+``--golden`` re-judges them without starting the server. A level that fails (server died, lm-eval
 failed, malformed output) is kept as an ``error`` record with the cause and the server log
 tail; when the server is gone, the remaining levels are errors too.
 """
@@ -56,16 +58,16 @@ class E2EConfig:
     """Alternatives recorded per token by the logprob pass (0: no pass, drift not judged)."""
 
     def resume_identity(self) -> dict[str, Any]:
-        """What must match for saved levels to be reused: the settings, the golden, the test
-        split and what can be seen of the server build and model file before it starts."""
+        """What must match for saved levels to be reused: the settings, the test split and what
+        can be seen of the server build and model file before it starts (not the golden, which
+        only judges the answers)."""
         build = fingerprint.collect(self.server_kind,
                                     None if self.base_url else self.server_cmd, None)
         build.pop("system_info", None)  # read from the server's log, after it starts
         return {"base_url": self.base_url, "server_cmd": self.server_cmd,
                 "server_env": self.server_env, "model": self.model, "limit": self.limit,
                 "num_fewshot": self.num_fewshot, "gen_kwargs": self.gen_kwargs,
-                "kernel_settings": self.kernel_settings, "golden": self.golden,
-                "logprobs_top_n": self.logprobs_top_n,
+                "kernel_settings": self.kernel_settings, "logprobs_top_n": self.logprobs_top_n,
                 "test_sha256": data.test_split_sha256(data.locate(self.data_dir)), **build}
 
     def resume_key(self) -> str:
@@ -74,7 +76,7 @@ class E2EConfig:
 
 
 class ResumeMismatch(ValueError):
-    """The output folder holds levels of another server build, model, settings or golden."""
+    """The output folder holds levels of another server build, model or settings."""
 
 
 def _level_path(out: pathlib.Path, level: int) -> pathlib.Path:
