@@ -1,8 +1,9 @@
 """One concurrency level of GSM8K through real lm-eval (``local-completions``), in a subprocess.
 
-lm-eval runs as its own process so a hang is bounded by a timeout and a crash is an error
+lm-eval runs as its own process (``harness.e2e.lmeval_main``: lm-eval's evaluation without the
+CLI's index of every bundled task) so a hang is bounded by a timeout and a crash is an error
 verdict with its output, never a harness crash. Results are read from the files lm-eval writes
-with ``--log_samples``: the aggregate scores and one record per question and filter.
+with its samples logged: the aggregate scores and one record per question and filter.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ def command(base_url: str, model: str, level: int, task_dir: pathlib.Path, out: 
         f"model={model}", f"base_url={base_url.rstrip('/')}/v1/completions",
         f"num_concurrent={level}", "tokenized_requests=False", "tokenizer_backend=None",
         "max_retries=2", f"timeout={int(request_timeout)}"])
-    argv = [sys.executable, "-m", "lm_eval", "run", "--model", "local-completions",
+    argv = [sys.executable, "-m", "harness.e2e.lmeval_main", "--model", "local-completions",
             "--model_args", model_args, "--tasks", TASK_NAME, "--include_path", str(task_dir),
-            "--log_samples", "--output_path", str(out)]
+            "--output_path", str(out)]
     if limit:
         argv += ["--limit", str(limit)]
     if gen_kwargs:
