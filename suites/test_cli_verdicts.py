@@ -1,6 +1,7 @@
 """``harness run`` exit codes are git-bisect verdicts: 0 good, 1 bad, 125 could not test, for an
 implementation loaded from a file outside the repository with --impl-module."""
 
+import json
 import pathlib
 import re
 import subprocess
@@ -123,3 +124,28 @@ def test_impl_selects_only_the_tests_about_that_implementation():
     assert collected and all(line.endswith("-torch]") or "nan_in_window" in line
                              for line in collected), collected
     assert "deselected" in proc.stdout
+
+
+def test_a_run_scoped_by_impl_leaves_other_vendor_packages_unimported():
+    """``--impl`` names what a run judges: a vendor package that provides none of it is not
+    imported (vLLM's import is ~8 s of every ``harness bisect`` step), and its implementations
+    stay known, as not loaded, with the reason; an adapter in scope loads as always."""
+    code = textwrap.dedent("""
+        import json, sys
+        from harness import adapters
+        adapters.scope_to({"liger"})
+        from harness.core.registry import records
+        got = records("mhc_pre")
+        print(json.dumps({"vllm_imported": "vllm" in sys.modules,
+                          "liger": got["liger"].reason or "",
+                          "vllm_triton": [got["vllm-triton"].available,
+                                          got["vllm-triton"].reason]}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=child_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["vllm_imported"] is False
+    assert "not loaded" not in out["liger"], out
+    available, reason = out["vllm_triton"]
+    assert not available and "not loaded: this run's --impl (liger)" in reason, reason

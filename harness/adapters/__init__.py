@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from harness.adapters.base import Adapter, register_adapter
+from harness.core.registry import register_unavailable
 from harness.core.registries import Registry
 
 
@@ -45,9 +46,33 @@ def adapters() -> list[Adapter]:
     return [ADAPTERS.get(name) for name in selected()]
 
 
+_SCOPE: frozenset[str] | None = None
+
+
+def scope_to(implementations) -> None:
+    """Import only the adapters that provide one of ``implementations`` (a run's ``--impl``):
+    the others' packages stay unimported (vLLM's take ~8 s of a run's start-up) and their
+    implementations are registered as not loaded, with the reason, so their names stay known.
+    Takes effect at the next ``load_all``; an empty selection means every adapter."""
+    global _SCOPE
+    _SCOPE = frozenset(implementations) or None
+
+
+def _out_of_scope(adapter: Adapter) -> str:
+    reason = (f"not loaded: this run's --impl ({', '.join(sorted(_SCOPE or ()))}) names none of "
+              f"{adapter.package}'s implementations")
+    for impl_name, ops in adapter.ops.items():
+        for op in ops:
+            register_unavailable(op, impl_name, reason)
+    return reason
+
+
 def load_all() -> dict[str, str]:
-    """Register every adapter; returns adapter name -> status line."""
-    return {a.name: register_adapter(a) for a in adapters()}
+    """Register every adapter (those in scope, see ``scope_to``); returns adapter name -> status
+    line."""
+    return {a.name: register_adapter(a) if _SCOPE is None or _SCOPE & set(a.ops)
+            else _out_of_scope(a) for a in adapters()}
 
 
-__all__ = ["Adapter", "ADAPTERS", "ADAPTER_MODULES", "adapters", "load_all", "register_adapter"]
+__all__ = ["Adapter", "ADAPTERS", "ADAPTER_MODULES", "adapters", "load_all", "register_adapter",
+           "scope_to"]

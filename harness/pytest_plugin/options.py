@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from harness import families
+from harness import adapters, families
 from harness.core import device as harness_device
 from harness.core.registry import records
 from harness.pytest_plugin.context import report_dir, xdist_worker
@@ -85,12 +85,21 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
     from harness.impl_modules import ImplModuleError, load_impl_modules
 
+    adapters.scope_to(_implementations_named(config))
     families.load()
     try:
         load_impl_modules(config.getoption("impl_module") or [], env=True)
     except ImplModuleError as exc:
         raise pytest.UsageError(str(exc)) from exc
     _check_implementation_names(config)
+
+
+def _implementations_named(config) -> set[str]:
+    """The implementations ``--impl`` and ``--ab`` name (none: all)."""
+    named = set(config.getoption("impl") or [])
+    if config.getoption("ab"):
+        named |= {name for name in config.getoption("ab").split(",") if name}
+    return named
 
 
 def _check_implementation_names(config) -> None:
@@ -103,12 +112,11 @@ def _check_implementation_names(config) -> None:
         raise pytest.UsageError(f"--op {', '.join(bad_ops)}: no such op; the ops are "
                                 f"{', '.join(op_names())}")
     known = {name for op in op_names() for name in records(op)}
-    wanted = set(config.getoption("impl") or [])
     if config.getoption("ab"):
         pair = config.getoption("ab").split(",")
         if len(pair) != 2 or not all(pair):
             raise pytest.UsageError(f"--ab wants two names, A,B; got {config.getoption('ab')!r}")
-        wanted |= set(pair)
+    wanted = _implementations_named(config)
     unknown = sorted(wanted - known)
     if unknown:
         raise pytest.UsageError(
