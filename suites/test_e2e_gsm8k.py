@@ -78,6 +78,9 @@ def _rejudged(run: pathlib.Path, tmp_path, *args):
         if report.is_file() and report.name != "server.log":
             report.unlink()
     saved = {p.name: p.stat().st_mtime_ns for p in (out / "levels").glob("c*.json")}
+    errors = {name: json.loads((out / "levels" / name).read_text()).get("error")
+              for name in saved}
+    assert not any(errors.values()), f"the run being re-judged ({run}) has error levels: {errors}"
     proc = harness("e2e", *args, "--output", out)
     again = {p.name: p.stat().st_mtime_ns for p in (out / "levels").glob("c*.json")}
     assert saved and again == saved, ("a level ran again", proc.stdout[-3000:])
