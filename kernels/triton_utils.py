@@ -1,5 +1,7 @@
 """Small Triton helpers shared by the kernel families, and the host-side launch arithmetic."""
 
+import dataclasses
+
 import triton
 import triton.language as tl
 
@@ -15,6 +17,23 @@ def next_power_of_2(n: int) -> int:
     """The smallest power of two >= ``n`` (1 for n <= 1), as ``triton.next_power_of_2`` without
     its host cost (see ``cdiv``)."""
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Launch:
+    """One kernel launch as a call's shapes fix it, built once per shape or call signature: the
+    grid, the scalar arguments that follow the call's own arguments, and the constexprs and
+    launch options. Calling it is ``kernel[grid](*args, *scalars, *after, **constexprs)``
+    without rebuilding any of them (``JITFunction.run`` is what ``kernel[grid]`` calls)."""
+    kernel: object
+    grid: tuple
+    scalars: tuple
+    constexprs: dict
+
+    def __call__(self, *args, after: tuple = ()) -> None:
+        self.kernel.run(*args, *self.scalars, *after, grid=self.grid, warmup=False,
+                        **self.constexprs)
+
 
 
 @triton.jit

@@ -10,7 +10,6 @@ best fault). A table on stdout; ``--json FILE`` for the rows.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 

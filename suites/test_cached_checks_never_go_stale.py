@@ -97,3 +97,38 @@ def test_arguments_without_a_known_signature_are_checked_every_call():
     check(holder)
     check([1, {"a": 1}])
     assert len(calls) == 3
+
+
+def test_a_frozen_dataclass_is_keyed_by_its_fields():
+    """The mHC kernels keep their launches per (tensors, launch plan): a plan with other fields
+    must build its own launch, an equal plan may share one."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Plan:
+        block: int = 64
+
+    @dataclasses.dataclass(frozen=True)
+    class Holding:
+        items: list
+
+    check, calls = _counting(lambda t, plan: getattr(plan, "block", None))
+    t = torch.zeros(1)
+    assert check(t, Plan()) == 64 and check(t, Plan()) == 64
+    assert check(t, Plan(block=128)) == 128
+    assert len(calls) == 2
+    check(t, Holding([1]))  # frozen, but its field cannot be hashed: checked every call
+    check(t, Holding([1]))
+    assert len(calls) == 4
+
+
+def test_subclasses_of_keyed_types_are_checked_every_call():
+    import enum
+
+    class Mode(enum.IntEnum):
+        A = 1
+    check, calls = _counting(lambda t, mode: None)
+    t = torch.zeros(1)
+    check(t, Mode.A)
+    check(t, Mode.A)
+    assert len(calls) == 2

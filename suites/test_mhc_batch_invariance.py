@@ -57,16 +57,14 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
                     force("_gemm_block_t", lambda *_, tile=tile: tile)
                     force("_chunk_programs", per_split)
                     force("_h_parts", lambda *_, parts=parts: parts)
-                    mhc_triton._gemm_layout.cache_clear()  # layouts are kept per shape
-                    mhc_triton._gates_layout.cache_clear()
+                    mhc_triton.clear_launch_caches()  # launches are kept per shape
                     forced.clear()
                     label = f"{tile}-row tile, {layout}, {parts} program{'s' if parts > 1 else ''} a token"
                     outputs[label] = spec.run(impl.fn, inputs, plan=plan)
                     assert {"_gemm_block_t", "_chunk_programs", "_h_parts"} <= set(forced), (
                         f"{label}: the call did not ask for its launch shapes ({forced})")
     finally:  # none of the forced layouts outlives the test
-        mhc_triton._gemm_layout.cache_clear()
-        mhc_triton._gates_layout.cache_clear()
+        mhc_triton.clear_launch_caches()
     (first_label, first), *others = outputs.items()
     for label, out in others:
         for name in spec.outputs:

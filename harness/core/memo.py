@@ -1,19 +1,23 @@
-"""Argument checks run once per call signature: the shipped kernels' host cost per call.
+"""Argument checks (and the launches they imply) run once per call signature: the shipped
+kernels' host cost per call.
 
 A check that reads only its arguments' metadata (each tensor's shape, strides, dtype and device;
-every other argument's value) gives the same answer for the same signature, so its result is kept
-and a later call with that signature pays one dictionary lookup. A failing check raises and keeps
-nothing, so a bad call is reported every time. Checks that read tensor values (a host sync) must
-not be wrapped.
+every other argument's value; a frozen dataclass, such as a launch plan, by its fields) gives the
+same answer for the same signature, so its result is kept and a later call with that signature
+pays one dictionary lookup. A failing check raises and keeps nothing, so a bad call is reported
+every time. Checks that read tensor values (a host sync) must not be wrapped, and nothing kept may
+be derived from a tensor's values (a 0-d tensor passed for a number is keyed by its metadata).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
 
-_PLAIN = (int, float, bool, str, bytes, type(None), torch.dtype, torch.device)
+_PLAIN = frozenset((int, float, bool, str, bytes, type(None), torch.dtype, torch.device))
+_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
 _LIMIT = 4096
 """Signatures kept per check; past it the cache starts again (a caller sweeping shapes)."""
 
@@ -23,16 +27,24 @@ class _Unkeyed(Exception):
 
 
 def _key(value, out: list) -> None:
-    if type(value) is torch.Tensor or type(value) is torch.nn.Parameter:
+    kind = type(value)  # exact types: a subclass (a tensor subclass, an IntEnum) is not keyed
+    if kind in _TENSORS:
         out += (value.shape, value.stride(), value.dtype, value.device)
-    elif isinstance(value, _PLAIN):
-        out += (type(value), value)
-    elif isinstance(value, (tuple, list)):
-        out.append((type(value), len(value)))
+    elif kind in _PLAIN:
+        out += (kind, value)
+    elif kind is tuple or kind is list:
+        out.append((kind, len(value)))
         for item in value:
             _key(item, out)
+    elif _frozen_dataclass(kind):
+        out += (kind, value)
     else:
         raise _Unkeyed
+
+
+@functools.cache
+def _frozen_dataclass(kind: type) -> bool:
+    return dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen
 
 
 def per_signature(check):
@@ -56,6 +68,8 @@ def per_signature(check):
             return seen[key]
         except KeyError:
             pass
+        except TypeError:  # a part that cannot be hashed
+            return check(*args, **kwargs)
         result = check(*args, **kwargs)
         if len(seen) >= _LIMIT:
             seen.clear()

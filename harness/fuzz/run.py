@@ -2,8 +2,9 @@
 seeded faults one at a time (the fuzzer's own self-check), with a verdict.
 
 The budget is split over the targets as they come: each gets an even share of what is left, so
-time a target does not use (a seeded fault found in a second) goes to the later ones. Each failure is saved as a case file in the report
-folder (``harness replay`` judges it anywhere) and written to ``fuzz.md``/``fuzz.json``.
+time a target does not use (a seeded fault found in a second) goes to the later ones. Each
+failure is saved as a case file in the report folder (``harness replay`` judges it anywhere) and
+written to ``fuzz.md``/``fuzz.json``.
 """
 
 from __future__ import annotations

@@ -40,10 +40,11 @@ import triton
 import triton.language as tl
 
 from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
+from harness.core.memo import per_signature
 from harness.core.registry import register
 from kernels.mhc import validate
 from kernels.mhc.ops import FUSED_AS_COMPOSITION
-from kernels.triton_utils import cdiv, dot_bf16, next_power_of_2, to_bf16_rtne
+from kernels.triton_utils import Launch, cdiv, dot_bf16, next_power_of_2, to_bf16_rtne
 
 
 
@@ -84,7 +85,7 @@ _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 
 
 @triton.jit(do_not_specialize=["sq_at", "chunk_mix_at", "chunk_sq_at"])
-def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, chunk_mix_at, chunk_sq_at, done_ptr,
+def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, done_ptr, sq_at, chunk_mix_at, chunk_sq_at,
                       T, K, k_per_split, chunk_k, chunks_per_program, n_splits,
                       N_MIX: tl.constexpr, N_PAD: tl.constexpr, CHUNK_PROGRAMS: tl.constexpr,
                       BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
@@ -173,7 +174,7 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, chunk_mix_at, chunk_sq_at, 
 
 
 @triton.jit(do_not_specialize=["sq_at"])
-def _gates_and_mix(mix_ptr, sq_at, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, comb_ptr,
+def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, comb_ptr, sq_at,
                    T, H, h_per_program, n_splits, rms_eps, pre_eps, sinkhorn_eps, post_mult,
                    sinkhorn_repeat, SPLITS_PAD: tl.constexpr,
                    M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
@@ -291,7 +292,7 @@ def _done_counters(device: torch.device, n: int) -> torch.Tensor:
     would count each other's programs); a graph keeps the counters of the stream it was captured
     on, so graphs captured on one stream are replayed one at a time, as vLLM does. A buffer is
     never freed: a captured graph may still point at it."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    stream = torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
     counters = _COUNTERS.get((device, stream))
     if counters is None or counters.numel() < n:
         if counters is not None:
@@ -301,32 +302,30 @@ def _done_counters(device: torch.device, n: int) -> torch.Tensor:
     return counters
 
 
-def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
-              plan: LaunchPlan = DEFAULT_PLAN):
-    """One scratch buffer holding the split-K partials ``mix [n_splits, T, n_pad]`` and, from
-    offset ``sq_at``, ``sq [n_splits, T]`` (with a chunked GEMM, the chunks' after each): offsets
-    instead of tensor views, which cost the host microseconds each."""
-    t, k = x.shape
-    n_mix = fn.shape[0]
-    if n_splits is not None and int(n_splits) < 1:
-        raise validate.ContractError(f"n_splits must be >= 1, got {n_splits}")
-    (k_per_split, n_splits, chunk_k, chunks, block_t, t_blocks, programs, n_pad, rows,
-     sq_at) = _gemm_layout(t, k, n_mix, None if n_splits is None else int(n_splits), plan, x.device)
-    scratch = torch.empty(rows * (n_pad + 1), dtype=torch.float32, device=x.device)
-    done = _done_counters(x.device, t_blocks * n_splits) if programs > 1 else scratch
-    _rms_gemm_partial[(t_blocks, n_splits * programs)](
-        x, fn.contiguous(), scratch, sq_at, n_splits * t * n_pad, sq_at + n_splits * t, done,
-        t, k, k_per_split, chunk_k,
-        chunks // programs, n_splits, N_MIX=n_mix, N_PAD=n_pad, CHUNK_PROGRAMS=programs,
-        BLOCK_T=block_t, BLOCK_K=plan.block_k, PRECISION=plan.precision,
-        INTERPRETED=_INTERPRETED, num_warps=plan.gemm_warps, num_stages=plan.gemm_stages)
-    return scratch, sq_at, n_splits, n_pad
+@dataclasses.dataclass(frozen=True, eq=False)
+class _GemmLaunch:
+    """``_rms_gemm_partial``'s launch and its scratch: ``mix [n_splits, T, n_pad]`` and, from
+    offset ``sq_at``, ``sq [n_splits, T]`` (with a chunked GEMM, the chunks' after each), one
+    buffer addressed by offsets instead of tensor views, which cost the host microseconds each."""
+    launch: Launch
+    scratch_numel: int
+    counters: int
+    """Done counters the launch needs (``_done_counters``); 0 for a program a split."""
+    sq_at: int
+    n_splits: int
+    n_pad: int
+
+    def __call__(self, x: torch.Tensor, fn: torch.Tensor) -> torch.Tensor:
+        scratch = torch.empty(self.scratch_numel, dtype=torch.float32, device=x.device)
+        done = _done_counters(x.device, self.counters) if self.counters else scratch
+        self.launch(x, fn, scratch, done)
+        return scratch
 
 
 @functools.lru_cache(maxsize=1024)
-def _gemm_layout(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchPlan,
-                 device: torch.device) -> tuple:
-    """The GEMM's launch geometry and scratch rows (``_rms_gemm``), once per shape and plan."""
+def _gemm_launch(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchPlan,
+                 device: torch.device) -> _GemmLaunch:
+    """The GEMM's launch geometry and scratch layout, once per shape and plan."""
     if n_splits is None:
         n_splits = cdiv(k, plan.split_k_size)
     k_per_split = cdiv(cdiv(k, n_splits), plan.block_k) * plan.block_k
@@ -338,8 +337,30 @@ def _gemm_layout(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchP
     programs = _chunk_programs(t_blocks * n_splits, chunks, device)
     n_pad = _n_pad(n_mix)
     rows = n_splits * t * (1 + (programs if programs > 1 else 0))
-    return (k_per_split, n_splits, chunk_k, chunks, block_t, t_blocks, programs, n_pad, rows,
-            rows * n_pad)
+    sq_at = rows * n_pad
+    launch = Launch(
+        _rms_gemm_partial, (t_blocks, n_splits * programs),
+        (sq_at, n_splits * t * n_pad, sq_at + n_splits * t,
+         t, k, k_per_split, chunk_k, chunks // programs, n_splits),
+        dict(N_MIX=n_mix, N_PAD=n_pad, CHUNK_PROGRAMS=programs, BLOCK_T=block_t,
+             BLOCK_K=plan.block_k, PRECISION=plan.precision, INTERPRETED=_INTERPRETED,
+             num_warps=plan.gemm_warps, num_stages=plan.gemm_stages))
+    return _GemmLaunch(launch, rows * (n_pad + 1), t_blocks * n_splits if programs > 1 else 0,
+                       sq_at, n_splits, n_pad)
+
+
+def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
+              plan: LaunchPlan = DEFAULT_PLAN):
+    """The first kernel on ``x [T, K]``: the scratch buffer, the offset of its sums of squares,
+    the number of splits and the partials' padded width."""
+    gemm = _gemm_launch(*x.shape, fn.shape[0], _splits(n_splits), plan, x.device)
+    return gemm(x, fn.contiguous()), gemm.sq_at, gemm.n_splits, gemm.n_pad
+
+
+def _splits(n_splits) -> int | None:
+    if n_splits is not None and int(n_splits) < 1:
+        raise validate.ContractError(f"n_splits must be >= 1, got {n_splits}")
+    return None if n_splits is None else int(n_splits)
 
 
 def _block_h(h: int, plan: LaunchPlan) -> int:
@@ -356,26 +377,80 @@ def _h_parts(tokens: int, h_blocks: int, device: torch.device) -> int:
     return max(1, min(h_blocks, -(-wanted // max(tokens, 1))))
 
 
+@functools.lru_cache(maxsize=1024)
+def _gates_launch(t: int, m: int, h: int, sq_at: int, splits: int, n_pad: int, head: bool,
+                  plan: LaunchPlan, device: torch.device) -> Launch:
+    """``_gates_and_mix``'s launch (its H tile, H per program, programs per token), once per
+    shape. The eps values, the post multiplier and the Sinkhorn rounds are passed per call."""
+    block_h = _block_h(h, plan)
+    parts = _h_parts(t, cdiv(h, block_h), device)
+    h_per_program = cdiv(cdiv(h, block_h), parts) * block_h
+    return Launch(_gates_and_mix, (t, cdiv(h, h_per_program)),
+                  (sq_at, t, h, h_per_program, splits),
+                  dict(SPLITS_PAD=next_power_of_2(splits), M=m, M_PAD=next_power_of_2(m),
+                       N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps))
+
+
 def _gates(scratch, sq_at, splits, n_pad, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
            hc_post_mult_value, sinkhorn_repeat, head: bool, plan: LaunchPlan) -> None:
     """The second kernel: per token, the mixes from the GEMM partials, the gates (and Sinkhorn
     for mhc_pre) and the weighted sum of the streams into ``out``."""
     t, m, h = streams.shape
-    block_h, h_per_program, programs_h = _gates_layout(t, h, plan, streams.device)
-    _gates_and_mix[(t, programs_h)](
-        scratch, sq_at, streams, hc_scale, hc_base, out, post, comb, t, h, h_per_program, splits,
-        *map(float, eps), float(hc_post_mult_value), int(sinkhorn_repeat),
-        SPLITS_PAD=next_power_of_2(splits), M=m, M_PAD=next_power_of_2(m),
-        N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps)
+    _gates_launch(t, m, h, sq_at, splits, n_pad, head, plan, streams.device)(
+        scratch, streams, hc_scale, hc_base, out, post, comb,
+        after=(*map(float, eps), float(hc_post_mult_value), int(sinkhorn_repeat)))
 
 
-@functools.lru_cache(maxsize=1024)
-def _gates_layout(t: int, h: int, plan: LaunchPlan, device: torch.device) -> tuple[int, int, int]:
-    """``_gates_and_mix``'s H tile, H per program and programs per token, once per shape."""
+def clear_launch_caches() -> None:
+    """Forget every launch kept per shape or call signature (a test forcing launch shapes)."""
+    for cached in (_gemm_launch, _gates_launch, _pre_call, _head_call, _post_call):
+        cached.cache_clear()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _MixCall:
+    """An mhc_pre / hc_head call as its signature fixes it: the output shapes and both
+    launches. Kept per call signature, so a decode step pays a lookup, its allocations and two
+    launches."""
+    tokens: int
+    out_shape: tuple
+    post_shape: tuple
+    comb_shape: tuple
+    gemm: _GemmLaunch
+    gates: Launch
+
+
+def _mix_call(streams: torch.Tensor, fn: torch.Tensor, m: int, h: int, n_splits: int | None,
+              head: bool, plan: LaunchPlan) -> _MixCall:
+    lead = tuple(streams.shape[:-2])
+    t = streams.numel() // (m * h)
+    gemm = _gemm_launch(t, m * h, fn.shape[0], n_splits, plan, streams.device)
+    gates = _gates_launch(t, m, h, gemm.sq_at, gemm.n_splits, gemm.n_pad, head, plan,
+                          streams.device)
+    return _MixCall(t, (*lead, h), (*lead, m, 1), (*lead, m, m), gemm, gates)
+
+
+@per_signature
+def _pre_call(residual, fn, hc_scale, hc_base, sinkhorn_repeat: int, n_splits: int | None,
+              plan: LaunchPlan) -> _MixCall:
+    m, h = validate.check_pre(residual, fn, hc_scale, hc_base, sinkhorn_repeat)
+    return _mix_call(residual, fn, m, h, n_splits, False, plan)
+
+
+@per_signature
+def _head_call(hidden_states, hc_fn, hc_scale, hc_base, n_splits: int | None,
+               plan: LaunchPlan) -> _MixCall:
+    m, h = validate.check_head(hidden_states, hc_fn, hc_scale, hc_base)
+    return _mix_call(hidden_states, hc_fn, m, h, n_splits, True, plan)
+
+
+@per_signature
+def _post_call(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan) -> Launch | None:
+    m, h = validate.check_post(x, residual, post_layer_mix, comb_res_mix)
+    t = residual.numel() // (m * h)
     block_h = _block_h(h, plan)
-    parts = _h_parts(t, cdiv(h, block_h), device)
-    h_per_program = cdiv(cdiv(h, block_h), parts) * block_h
-    return block_h, h_per_program, cdiv(h, h_per_program)
+    return Launch(_post_mix, (t, cdiv(h, block_h)), (h,),
+                   dict(M=m, BLOCK_H=block_h, num_warps=plan.post_warps)) if t else None
 
 
 KNOBS = {"n_splits": N_SPLITS_KNOB, "plan": PLANS}
@@ -384,31 +459,28 @@ KNOBS = {"n_splits": N_SPLITS_KNOB, "plan": PLANS}
 @register("mhc_pre", "triton", **_HERE, batch_invariant=True, knobs=KNOBS)
 def mhc_pre(residual, fn, hc_scale, hc_base, rms_eps, hc_pre_eps, hc_sinkhorn_eps,
             hc_post_mult_value, sinkhorn_repeat, n_splits=None, plan: LaunchPlan = DEFAULT_PLAN):
-    m, h = validate.check_pre(residual, fn, hc_scale, hc_base, sinkhorn_repeat)
-    lead = residual.shape[:-2]
-    res = residual.reshape(-1, m, h).contiguous()
-    t = res.shape[0]
-    post = torch.empty((t, m, 1), dtype=torch.float32, device=res.device)
-    comb = torch.empty((t, m, m), dtype=torch.float32, device=res.device)
-    layer_input = torch.empty((t, h), dtype=residual.dtype, device=res.device)
-    if t:
-        scratch, sq_at, splits, n_pad = _rms_gemm(res.view(t, m * h), fn, n_splits, plan)
-        _gates(scratch, sq_at, splits, n_pad, res, hc_scale.contiguous(), hc_base.contiguous(),
-               layer_input, post, comb, (rms_eps, hc_pre_eps, hc_sinkhorn_eps),
-               hc_post_mult_value, sinkhorn_repeat, head=False, plan=plan)
-    return post.view(*lead, m, 1), comb.view(*lead, m, m), layer_input.view(*lead, h)
+    sinkhorn_repeat = int(sinkhorn_repeat)
+    call = _pre_call(residual, fn, hc_scale, hc_base, sinkhorn_repeat, _splits(n_splits), plan)
+    device = residual.device
+    post = torch.empty(call.post_shape, dtype=torch.float32, device=device)
+    comb = torch.empty(call.comb_shape, dtype=torch.float32, device=device)
+    layer_input = torch.empty(call.out_shape, dtype=torch.bfloat16, device=device)
+    if call.tokens:  # contiguous tensors: the kernels' flat indexing holds
+        res = residual.contiguous()
+        scratch = call.gemm(res, fn.contiguous())
+        call.gates(scratch, res, hc_scale.contiguous(), hc_base.contiguous(), layer_input, post,
+                   comb, after=(float(rms_eps), float(hc_pre_eps), float(hc_sinkhorn_eps),
+                                float(hc_post_mult_value), sinkhorn_repeat))
+    return post, comb, layer_input
 
 
 @register("mhc_post", "triton", **_HERE, batch_invariant=True, knobs={"plan": PLANS})
 def mhc_post(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan = DEFAULT_PLAN):
-    m, h = validate.check_post(x, residual, post_layer_mix, comb_res_mix)
-    t = residual.numel() // (m * h)
-    out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
-    if t:
-        block_h = _block_h(h, plan)
-        _post_mix[(t, cdiv(h, block_h))](  # contiguous tensors: the kernel's flat indexing holds
-            x.contiguous(), residual.contiguous(), post_layer_mix.contiguous(),
-            comb_res_mix.contiguous(), out, h, M=m, BLOCK_H=block_h, num_warps=plan.post_warps)
+    launch = _post_call(x, residual, post_layer_mix, comb_res_mix, plan)
+    out = torch.empty(residual.shape, dtype=torch.bfloat16, device=residual.device)
+    if launch is not None:  # contiguous tensors: the kernel's flat indexing holds
+        launch(x.contiguous(), residual.contiguous(), post_layer_mix.contiguous(),
+               comb_res_mix.contiguous(), out)
     return out
 
 
@@ -426,13 +498,11 @@ def mhc_fused_post_pre(x, residual, post_layer_mix, comb_res_mix, fn, hc_scale, 
 @register("hc_head", "triton", **_HERE, batch_invariant=True, knobs=KNOBS)
 def hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_eps, hc_eps, n_splits=None,
             plan: LaunchPlan = DEFAULT_PLAN):
-    m, h = validate.check_head(hidden_states, hc_fn, hc_scale, hc_base)
-    lead = hidden_states.shape[:-2]
-    hs = hidden_states.reshape(-1, m, h).contiguous()
-    t = hs.shape[0]
-    out = torch.empty((t, h), dtype=hidden_states.dtype, device=hs.device)
-    if t:
-        scratch, sq_at, splits, n_pad = _rms_gemm(hs.view(t, m * h), hc_fn, n_splits, plan)
-        _gates(scratch, sq_at, splits, n_pad, hs, hc_scale.reshape(1).contiguous(), hc_base.contiguous(),
-               out, out, out, (rms_eps, hc_eps, 0.0), 0.0, 0, head=True, plan=plan)
-    return out.view(*lead, h)
+    call = _head_call(hidden_states, hc_fn, hc_scale, hc_base, _splits(n_splits), plan)
+    out = torch.empty(call.out_shape, dtype=torch.bfloat16, device=hidden_states.device)
+    if call.tokens:
+        hs = hidden_states.contiguous()
+        call.gates(call.gemm(hs, hc_fn.contiguous()), hs, hc_scale.contiguous(),
+                   hc_base.contiguous(), out, out, out,
+                   after=(float(rms_eps), float(hc_eps), 0.0, 0.0, 0))
+    return out

@@ -79,5 +79,5 @@ def indexer_step(spec: OpSpec, impl: Implementation, profile, base: Case) -> Fin
 
 
 INDEXER_STEP = Probe(
-    "indexer_step", "an indexer step that slices padded batches wrongly",passes="step selects the top-k, padding rows -1, guards intact",
-                     run=indexer_step)
+    "indexer_step", "an indexer step that slices padded batches wrongly",
+    passes="step selects the top-k, padding rows -1, guards intact", run=indexer_step)

@@ -32,11 +32,11 @@ import triton.language as tl
 
 from harness.core import deferred
 from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
+from harness.core.memo import per_signature
 from harness.core.registry import register
 from kernels.sparse_indexer import validate
-
-from kernels.triton_utils import (cdiv, div_rn_by_reciprocal, error_word, next_power_of_2, pow2_ceil,
-                                  round_to_e4m3)
+from kernels.triton_utils import (Launch, cdiv, div_rn_by_reciprocal, error_word, next_power_of_2,
+                                  pow2_ceil, round_to_e4m3)
 
 _INTERPRETED = triton_interpreted()
 """Fixed at import, as Triton's own choice is (see kernels.mhc.triton)."""
@@ -374,18 +374,27 @@ and 55% for the former 4 tokens and 4 warps; the sweep is in docs/kernels/sparse
 
 @register("indexer_k_quant_and_cache", "triton", **_HERE)
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
+    launch, explain = _quant_call(k, kv_cache, slot_mapping, quant_block_size, scale_fmt)
+    if launch is not None:
+        words, slot = deferred.claim(k.device, explain)
+        launch(k.contiguous(), kv_cache, slot_mapping, words, slot)
+        deferred.launched(words, slot, explain)
+
+
+@per_signature
+def _quant_call(k, kv_cache, slot_mapping, quant_block_size, scale_fmt) -> tuple:
+    """The K-cache write's checks (shapes and dtypes: the slots are checked in the kernel),
+    launch and error messages, once per call signature."""
     blocks, block_size = validate.check_quant_and_cache(k, kv_cache, slot_mapping,
                                                         quant_block_size, scale_fmt, values=False)
-    if k.shape[0]:
-        n_slots = blocks * block_size
-        explain = _slot_errors(n_slots)
-        words, slot = deferred.claim(k.device, explain)
-        tokens = k.shape[0]
-        _quant_into_cache[(cdiv(tokens, CACHE_WRITE_TOKENS),)](
-            k.contiguous(), kv_cache, slot_mapping, words, slot, tokens, n_slots, BS=block_size,
-            D=k.shape[1], UE8M0=scale_fmt == "ue8m0", TOKENS=CACHE_WRITE_TOKENS,
-            INTERPRETED=_INTERPRETED, num_warps=CACHE_WRITE_WARPS)
-        deferred.launched(words, slot, explain)
+    tokens = k.shape[0]
+    if not tokens:
+        return None, None
+    n_slots = blocks * block_size
+    return Launch(_quant_into_cache, (cdiv(tokens, CACHE_WRITE_TOKENS),), (tokens, n_slots),
+                  dict(BS=block_size, D=k.shape[1], UE8M0=scale_fmt == "ue8m0",
+                       TOKENS=CACHE_WRITE_TOKENS, INTERPRETED=_INTERPRETED,
+                       num_warps=CACHE_WRITE_WARPS)), _slot_errors(n_slots)
 
 
 def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPlan):
@@ -468,24 +477,34 @@ def _slot_errors(n_slots: int):
 
 def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool,
            plan: LaunchPlan):
+    out_shape, launch = _paged_call(q, kv_cache, weights, context_lens, block_tables,
+                                    int(max_model_len), exact, plan)
+    out = torch.empty(out_shape, dtype=torch.float32, device=q.device)
+    if launch is not None:  # the packed uint8 cache: the kernel types its two parts
+        explain = _context_errors(block_tables.shape[1], out_shape[1])
+        words, slot = deferred.claim(q.device, explain)
+        launch(q.contiguous(), kv_cache, weights.contiguous(), context_lens, block_tables, out,
+               words, slot)
+        deferred.launched(words, slot, explain)
+    return out
+
+
+@per_signature
+def _paged_call(q, kv_cache, weights, context_lens, block_tables, max_model_len: int,
+                exact: bool, plan: LaunchPlan) -> tuple[tuple, Launch | None]:
+    """The paged op's checks (shapes and dtypes: the context lengths are checked in the kernel),
+    output shape and launch, once per call signature."""
     _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
                                          max_model_len, values=False)
     b, next_n, heads, d = q.shape
-    max_model_len = int(max_model_len)
-    out = torch.empty((b * next_n, max_model_len), dtype=torch.float32, device=q.device)
-    if b and max_model_len:
-        explain = _context_errors(block_tables.shape[1], max_model_len)
-        words, slot = deferred.claim(q.device, explain)
-        splits = paged_splits(b, cdiv(max_model_len, block_size), plan)
-        _paged_mqa_logits[(b, splits)](  # the packed uint8 cache: the kernel types its two parts
-            q.contiguous(), kv_cache, weights.contiguous(),
-            context_lens, block_tables, out, words, slot, max_model_len, block_tables.stride(0),
-            block_tables.shape[1], heads, splits,
-            NEXT_N=next_n, NP=next_power_of_2(next_n), HP=next_power_of_2(heads),
-            BS=block_size, D=d,
-            DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps)
-        deferred.launched(words, slot, explain)
-    return out
+    if not (b and max_model_len):
+        return (b * next_n, max_model_len), None
+    splits = paged_splits(b, cdiv(max_model_len, block_size), plan)
+    return (b * next_n, max_model_len), Launch(
+        _paged_mqa_logits, (b, splits),
+        (max_model_len, block_tables.stride(0), block_tables.shape[1], heads, splits),
+        dict(NEXT_N=next_n, NP=next_power_of_2(next_n), HP=next_power_of_2(heads), BS=block_size,
+             D=d, DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps))
 
 
 _LOGITS = {**_HERE, "batch_invariant": True, "knobs": {"plan": PLANS}}

@@ -867,36 +867,63 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     all stages; short ones one program."""
     dev, n_cols = logits.device, logits.shape[1]
     top_k, next_n = int(top_k), int(next_n)
-    (chunk, n_chunks, cap, bits, slices, info_at, offs_at, state_at, counts_at, cand_at,
-     ws_words, fin_at, fin_words, bits_at) = _layout(num_rows, n_cols, top_k, plan)
-    split = plan.split_finish
-    ws = torch.empty(ws_words, dtype=torch.int32, device=dev)
+    go = _launches(num_rows, n_cols, top_k, decode, plan)
+    (n_chunks, chunk, cap, slices, info_at, offs_at, state_at, counts_at, cand_at, fin_at,
+     fin_words, bits_at) = go.scalars
+    ws = torch.empty(go.ws_words, dtype=torch.int32, device=dev)
     sync = torch.zeros(bits_at + num_rows, dtype=torch.int32, device=dev)
     words, slot = errors if errors is not None else (torch.zeros(1, dtype=torch.int32, device=dev), 0)
-    grid = (num_rows, n_chunks)
     rows = (logits, starts, ends, ws)
     strides = (stride0, stride1, indices.stride(0), indices.stride(1), next_n, n_cols, top_k,
                num_rows)
+    _coarse_hist.run(*rows, sync, words, slot, stride0, stride1, next_n, n_cols, top_k,
+                     num_rows, n_chunks, chunk, info_at, offs_at, fin_at, fin_words, bits_at,
+                     grid=go.grid, warmup=False, **go.hist)
+    _coarse_filter.run(*rows, sync, indices, *strides, n_chunks, chunk, info_at, offs_at,
+                       cand_at, cap, fin_at, fin_words, grid=go.grid, warmup=False, **go.filter)
+    if go.finish_rows is not None:
+        _finish_rows.run(*rows, indices, *strides, info_at, cand_at, cap, grid=(num_rows,),
+                         warmup=False, **go.finish_rows)
+    if go.finish_long is not None:
+        _finish_long.run(*rows, sync, indices, *strides, info_at, cand_at, cap, state_at,
+                         counts_at, fin_at, fin_words, slices, grid=(num_rows * slices,),
+                         warmup=False, **go.finish_long)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Launches:
+    """What ``launch`` passes that its shape and plan fix: the scratch layout (``_layout``),
+    the grid, and each kernel's constexprs and launch options (None: the kernel does not run)."""
+    ws_words: int
+    scalars: tuple
+    grid: tuple
+    hist: dict
+    filter: dict
+    finish_rows: dict | None
+    finish_long: dict | None
+
+
+@functools.lru_cache(maxsize=1024)
+def _launches(num_rows: int, n_cols: int, top_k: int, decode: bool,
+              plan: LaunchPlan) -> _Launches:
+    (chunk, n_chunks, cap, bits, slices, info_at, offs_at, state_at, counts_at, cand_at,
+     ws_words, fin_at, fin_words, bits_at) = _layout(num_rows, n_cols, top_k, plan)
     select = dict(REG_TILE=plan.reg_tile, RADIX=plan.radix, SLOT_BLOCK=plan.slot_block,
                   BITS=bits, DECODE=decode)
-    _coarse_hist[grid](*rows, sync, words, slot, stride0, stride1, next_n, n_cols, top_k,
-                       num_rows, n_chunks, chunk, info_at, offs_at, fin_at, fin_words, bits_at,
-                       DECODE=decode, TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
-                       ROW_BITS=plan.row_bits, num_warps=plan.hist_warps)
-    _coarse_filter[grid](*rows, sync, indices, *strides, n_chunks, chunk, info_at, offs_at,
-                         cand_at, cap, fin_at, fin_words, TILE=plan.filter_tile, SMALL_TILE=plan.small_tile,
-                         SPLIT_FINISH=split, ROW_BITS=plan.row_bits, **select,
-                         num_warps=plan.filter_warps, **_regs(plan.filter_regs))
-    if split:
-        _finish_rows[(num_rows,)](*rows, indices, *strides, info_at, cand_at, cap,
-                                  SMALL_TILE=plan.small_tile, **select,
-                                  num_warps=plan.finish_warps)
-    if n_cols > plan.reg_tile:
-        _finish_long[(num_rows * slices,)](*rows, sync, indices, *strides, info_at, cand_at, cap,
-                                           state_at, counts_at, fin_at, fin_words, slices,
-                                           TILE=plan.finish_tile, MAX_SLICES=MAX_SLICES,
-                                           SLEEP=not triton_interpreted(), **select,
-                                           num_warps=plan.long_warps)
+    return _Launches(
+        ws_words,
+        (n_chunks, chunk, cap, slices, info_at, offs_at, state_at, counts_at, cand_at, fin_at,
+         fin_words, bits_at),
+        (num_rows, n_chunks),
+        dict(DECODE=decode, TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
+             ROW_BITS=plan.row_bits, num_warps=plan.hist_warps),
+        dict(TILE=plan.filter_tile, SMALL_TILE=plan.small_tile, SPLIT_FINISH=plan.split_finish,
+             ROW_BITS=plan.row_bits, **select, num_warps=plan.filter_warps,
+             **_regs(plan.filter_regs)),
+        dict(SMALL_TILE=plan.small_tile, **select, num_warps=plan.finish_warps)
+        if plan.split_finish else None,
+        dict(TILE=plan.finish_tile, MAX_SLICES=MAX_SLICES, SLEEP=not triton_interpreted(),
+             **select, num_warps=plan.long_warps) if n_cols > plan.reg_tile else None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -929,12 +956,17 @@ def _regs(cap: int | None) -> dict:
 
 def _window_errors(logits, op: str, starts_name: str) -> tuple:
     """The error word of one call (``harness.core.deferred``) and its message."""
+    explain = _window_explainer(op, starts_name, logits.shape[1])
+    return deferred.claim(logits.device, explain), explain
+
+
+@functools.lru_cache(maxsize=256)
+def _window_explainer(op: str, starts_name: str, n: int):
     what = {1: "row_ends < row_starts" if starts_name else "the window ends before it starts",
             2: f"{starts_name or 'the window start'} < 0",
             3: "the window needs columns beyond the {n} logits columns"}
-    explain = deferred.explainer({code: f"{op}: row {{row}}: {text}" for code, text in what.items()},
-                                 section=2, n=logits.shape[1])
-    return deferred.claim(logits.device, explain), explain
+    return deferred.explainer({code: f"{op}: row {{row}}: {text}" for code, text in what.items()},
+                              section=2, n=n)
 
 
 @register("top_k_per_row_prefill", "triton", **_HERE,
