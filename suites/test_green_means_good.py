@@ -52,9 +52,11 @@ def test_gpu_only_selection_on_a_cpu_is_untestable(tmp_path):
 @pytest.mark.host_only
 def test_required_implementation_that_cannot_run_is_untestable(tmp_path):
     """`tox -e rocm` requires AITER: on a host where it fails to import, the run is 125 with the
-    reason, even though every other implementation passed."""
+    reason, even though every other implementation passed. A run scoped by ``--impl`` still
+    imports what it requires, so the reason is AITER's own, not that it was left unloaded."""
     proc = subprocess.run([sys.executable, "-m", "harness", "run", "--profile", "smoke",
-                           "--require", "aiter", "--output", str(tmp_path / "r"), "--",
+                           "--impl", "torch", "--require", "aiter", "--output", str(tmp_path / "r"),
+                           "--",
                            "-k", "test_matches_reference and mhc_post and T7 and torch",
                            "-p", "no:xdist"],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path,
@@ -64,6 +66,7 @@ def test_required_implementation_that_cannot_run_is_untestable(tmp_path):
         pytest.skip("AITER runs on this machine")
     assert proc.returncode == EXIT_UNTESTABLE, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "required implementation cannot run here (aiter" in proc.stdout, proc.stdout[-2000:]
+    assert "not loaded: this run's --impl" not in proc.stdout, proc.stdout[-2000:]
 
 
 def test_implementation_out_of_memory_is_a_failure_not_untestable():

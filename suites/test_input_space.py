@@ -95,9 +95,13 @@ def test_seeded_faults_do_not_count_as_coverage():
 
 @pytest.mark.host_only
 @pytest.mark.parametrize("profile", ["smoke", "ci", "nightly"])
-def test_each_profile_sweeps_every_cell_it_declares(profile):
+def test_each_profile_sweeps_every_cell_it_declares(profile, monkeypatch):
     """Collected, not run: every cell the profile declares is reached by at least one sweep case
-    (one a machine would skip, a GPU case on a CPU, counts: it is in the sweep)."""
+    (one a machine would skip, a GPU case on a CPU, counts: it is in the sweep). Collected with
+    the vendor adapters off: they add implementations to a sweep, never cells, so the harness's
+    own implementations reaching every cell is the stronger check, without vLLM's import (8-9 s
+    a collection)."""
+    monkeypatch.setenv("HARNESS_ADAPTERS", "none")
     table, collected = coverage.planned(profile)
     assert collected > 100, f"the {profile} collection found only {collected} sweep tests"
     missing = coverage.gaps(table)

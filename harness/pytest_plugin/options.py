@@ -85,7 +85,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
     from harness.impl_modules import ImplModuleError, load_impl_modules
 
-    adapters.scope_to(_implementations_named(config))
+    adapters.scope_to(_adapter_scope(config))
     families.load()
     try:
         load_impl_modules(config.getoption("impl_module") or [], env=True)
@@ -100,6 +100,14 @@ def _implementations_named(config) -> set[str]:
     if config.getoption("ab"):
         named |= {name for name in config.getoption("ab").split(",") if name}
     return named
+
+
+def _adapter_scope(config) -> set[str]:
+    """The implementations whose adapters a run imports: those ``--impl``/``--ab`` name and those
+    it ``--require``s (a required one left unimported would read as unable to run); none named
+    by ``--impl``/``--ab``: every adapter."""
+    named = _implementations_named(config)
+    return named | set(config.getoption("require") or []) if named else set()
 
 
 def _check_implementation_names(config) -> None:
