@@ -132,3 +132,15 @@ def test_subclasses_of_keyed_types_are_checked_every_call():
     check(t, Mode.A)
     check(t, Mode.A)
     assert len(calls) == 2
+
+
+def test_a_zero_dim_tensor_passed_for_a_number_is_checked_every_call():
+    """``int(t)`` of a 0-d tensor reads its value, which its metadata does not key."""
+    def positive(k):
+        if int(k) <= 0:
+            raise ContractError(f"k must be > 0, got {int(k)}")
+    check, calls = _counting(positive)
+    check(torch.tensor(4))
+    with pytest.raises(ContractError):
+        check(torch.tensor(0))
+    assert len(calls) == 2

@@ -6,7 +6,8 @@ every other argument's value; a frozen dataclass, such as a launch plan, by its 
 same answer for the same signature, so its result is kept and a later call with that signature
 pays one dictionary lookup. A failing check raises and keeps nothing, so a bad call is reported
 every time. Checks that read tensor values (a host sync) must not be wrapped, and nothing kept may
-be derived from a tensor's values (a 0-d tensor passed for a number is keyed by its metadata).
+be derived from a tensor's values; a 0-d tensor, which a caller may pass for a number, makes the
+call unkeyed (checked every time).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ class _Unkeyed(Exception):
 def _key(value, out: list) -> None:
     kind = type(value)  # exact types: a subclass (a tensor subclass, an IntEnum) is not keyed
     if kind in _TENSORS:
-        out += (value.shape, value.stride(), value.dtype, value.device)
+        shape = value.shape
+        if not shape:  # a 0-d tensor stands for a number, which a check may read
+            raise _Unkeyed
+        out += (shape, value.stride(), value.dtype, value.device)
     elif kind in _PLAIN:
         out += (kind, value)
     elif kind is tuple or kind is list:

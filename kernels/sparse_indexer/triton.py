@@ -374,7 +374,7 @@ and 55% for the former 4 tokens and 4 warps; the sweep is in docs/kernels/sparse
 
 @register("indexer_k_quant_and_cache", "triton", **_HERE)
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
-    launch, explain = _quant_call(k, kv_cache, slot_mapping, quant_block_size, scale_fmt)
+    launch, explain = _quant_call(k, kv_cache, slot_mapping, int(quant_block_size), scale_fmt)
     if launch is not None:
         words, slot = deferred.claim(k.device, explain)
         launch(k.contiguous(), kv_cache, slot_mapping, words, slot)
