@@ -460,7 +460,7 @@ def _post_call(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan) -> L
     t = residual.numel() // (m * h)
     block_h = _block_h(h, plan)
     return Launch(_post_mix, (t, cdiv(h, block_h)), (h,),
-                   dict(M=m, BLOCK_H=block_h, num_warps=plan.post_warps)) if t else None
+                  dict(M=m, BLOCK_H=block_h, num_warps=plan.post_warps)) if t else None
 
 
 KNOBS = {"n_splits": N_SPLITS_KNOB, "plan": PLANS}
