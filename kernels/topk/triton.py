@@ -46,7 +46,7 @@ from harness.core.device import triton_interpreted, triton_unavailable_reason
 from harness.core.interpreter_speed import vectorised_reduction
 from harness.core.registry import register
 from kernels.topk import validate
-from kernels.triton_utils import cdiv, error_word, next_power_of_2
+from kernels.triton_utils import Launch, cdiv, error_word, next_power_of_2
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
@@ -868,39 +868,30 @@ def launch(logits, starts, ends, next_n, indices, num_rows, stride0, stride1, to
     dev, n_cols = logits.device, logits.shape[1]
     top_k, next_n = int(top_k), int(next_n)
     go = _launches(num_rows, n_cols, top_k, decode, plan)
-    (n_chunks, chunk, cap, slices, info_at, offs_at, state_at, counts_at, cand_at, fin_at,
-     fin_words, bits_at) = go.scalars
     ws = torch.empty(go.ws_words, dtype=torch.int32, device=dev)
-    sync = torch.zeros(bits_at + num_rows, dtype=torch.int32, device=dev)
+    sync = torch.zeros(go.sync_words, dtype=torch.int32, device=dev)
     words, slot = errors if errors is not None else (torch.zeros(1, dtype=torch.int32, device=dev), 0)
     rows = (logits, starts, ends, ws)
     strides = (stride0, stride1, indices.stride(0), indices.stride(1), next_n, n_cols, top_k,
                num_rows)
-    _coarse_hist.run(*rows, sync, words, slot, stride0, stride1, next_n, n_cols, top_k,
-                     num_rows, n_chunks, chunk, info_at, offs_at, fin_at, fin_words, bits_at,
-                     grid=go.grid, warmup=False, **go.hist)
-    _coarse_filter.run(*rows, sync, indices, *strides, n_chunks, chunk, info_at, offs_at,
-                       cand_at, cap, fin_at, fin_words, grid=go.grid, warmup=False, **go.filter)
+    go.hist(*rows, sync, words, slot, stride0, stride1, next_n, n_cols, top_k, num_rows)
+    go.filter(*rows, sync, indices, *strides)
     if go.finish_rows is not None:
-        _finish_rows.run(*rows, indices, *strides, info_at, cand_at, cap, grid=(num_rows,),
-                         warmup=False, **go.finish_rows)
+        go.finish_rows(*rows, indices, *strides)
     if go.finish_long is not None:
-        _finish_long.run(*rows, sync, indices, *strides, info_at, cand_at, cap, state_at,
-                         counts_at, fin_at, fin_words, slices, grid=(num_rows * slices,),
-                         warmup=False, **go.finish_long)
+        go.finish_long(*rows, sync, indices, *strides)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Launches:
-    """What ``launch`` passes that its shape and plan fix: the scratch layout (``_layout``),
-    the grid, and each kernel's constexprs and launch options (None: the kernel does not run)."""
+    """``launch``'s scratch sizes and kernel launches as its shape and plan fix them (the layout
+    of ``_layout`` as each kernel's trailing arguments); None: the kernel does not run."""
     ws_words: int
-    scalars: tuple
-    grid: tuple
-    hist: dict
-    filter: dict
-    finish_rows: dict | None
-    finish_long: dict | None
+    sync_words: int
+    hist: Launch
+    filter: Launch
+    finish_rows: Launch | None
+    finish_long: Launch | None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -908,22 +899,27 @@ def _launches(num_rows: int, n_cols: int, top_k: int, decode: bool,
               plan: LaunchPlan) -> _Launches:
     (chunk, n_chunks, cap, bits, slices, info_at, offs_at, state_at, counts_at, cand_at,
      ws_words, fin_at, fin_words, bits_at) = _layout(num_rows, n_cols, top_k, plan)
+    grid = (num_rows, n_chunks)
     select = dict(REG_TILE=plan.reg_tile, RADIX=plan.radix, SLOT_BLOCK=plan.slot_block,
                   BITS=bits, DECODE=decode)
     return _Launches(
-        ws_words,
-        (n_chunks, chunk, cap, slices, info_at, offs_at, state_at, counts_at, cand_at, fin_at,
-         fin_words, bits_at),
-        (num_rows, n_chunks),
-        dict(DECODE=decode, TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
-             ROW_BITS=plan.row_bits, num_warps=plan.hist_warps),
-        dict(TILE=plan.filter_tile, SMALL_TILE=plan.small_tile, SPLIT_FINISH=plan.split_finish,
-             ROW_BITS=plan.row_bits, **select, num_warps=plan.filter_warps,
-             **_regs(plan.filter_regs)),
-        dict(SMALL_TILE=plan.small_tile, **select, num_warps=plan.finish_warps)
+        ws_words, bits_at + num_rows,
+        Launch(_coarse_hist, grid, (n_chunks, chunk, info_at, offs_at, fin_at, fin_words, bits_at),
+               dict(DECODE=decode, TILE=plan.hist_tile, BITS=bits, SPLITS=plan.scan_splits,
+                    ROW_BITS=plan.row_bits, num_warps=plan.hist_warps)),
+        Launch(_coarse_filter, grid,
+               (n_chunks, chunk, info_at, offs_at, cand_at, cap, fin_at, fin_words),
+               dict(TILE=plan.filter_tile, SMALL_TILE=plan.small_tile,
+                    SPLIT_FINISH=plan.split_finish, ROW_BITS=plan.row_bits, **select,
+                    num_warps=plan.filter_warps, **_regs(plan.filter_regs))),
+        Launch(_finish_rows, (num_rows,), (info_at, cand_at, cap),
+               dict(SMALL_TILE=plan.small_tile, **select, num_warps=plan.finish_warps))
         if plan.split_finish else None,
-        dict(TILE=plan.finish_tile, MAX_SLICES=MAX_SLICES, SLEEP=not triton_interpreted(),
-             **select, num_warps=plan.long_warps) if n_cols > plan.reg_tile else None)
+        Launch(_finish_long, (num_rows * slices,),
+               (info_at, cand_at, cap, state_at, counts_at, fin_at, fin_words, slices),
+               dict(TILE=plan.finish_tile, MAX_SLICES=MAX_SLICES, SLEEP=not triton_interpreted(),
+                    **select, num_warps=plan.long_warps))
+        if n_cols > plan.reg_tile else None)
 
 
 @functools.lru_cache(maxsize=1024)
