@@ -1,9 +1,16 @@
 """Small Triton helpers shared by the kernel families, and the host-side launch arithmetic."""
 
 import dataclasses
+import functools
 
+import torch
 import triton
 import triton.language as tl
+
+try:
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # a Triton build without NVIDIA's extras: PDL is never asked for there
+    gdc_launch_dependents = gdc_wait = None
 
 
 def cdiv(a: int, b: int) -> int:
@@ -34,6 +41,42 @@ class Launch:
         self.kernel.run(*args, *self.scalars, *after, grid=self.grid, warmup=False,
                         **self.constexprs)
 
+
+
+@functools.lru_cache(maxsize=None)
+def dependent_launch(device: torch.device, next_early: bool = False) -> dict:
+    """Launch options of a kernel that begins with ``wait_for_previous_kernel`` and ends with
+    ``release_next_kernel``: programmatic dependent launch (PDL) on NVIDIA GPUs from Hopper
+    (SM90) on, compiled; off elsewhere (AMD, older GPUs, the interpreter, the CPU), where the
+    same kernel is an ordinary launch. ``next_early``: release the next kernel at this one's
+    start rather than its end (docs/kernels/mhc.md, "Dependent launches", says when it pays)."""
+    from harness.core.device import triton_interpreted
+    on = (gdc_wait is not None and device.type == "cuda" and torch.version.hip is None
+          and not triton_interpreted() and torch.cuda.get_device_capability(device)[0] >= 9)
+    if not on:
+        return {"PDL": False, "NEXT_EARLY": False}
+    return {"PDL": True, "NEXT_EARLY": next_early, "launch_pdl": True}
+
+
+@triton.jit
+def wait_for_previous_kernel(PDL: tl.constexpr, NEXT_EARLY: tl.constexpr):
+    """A kernel's first statement: under PDL, wait until the kernel before it in the stream has
+    finished and its writes are visible, before this program reads or writes anything."""
+    if PDL:
+        gdc_wait()
+        if NEXT_EARLY:
+            gdc_launch_dependents()
+
+
+@triton.jit
+def release_next_kernel(PDL: tl.constexpr, NEXT_EARLY: tl.constexpr):
+    """A kernel's last statement: under PDL, once every program of this kernel has got here (or
+    to ``wait_for_previous_kernel`` with NEXT_EARLY), the next kernel's launch may begin; its
+    programs then wait for this kernel to finish. Its launch and set-up overlap this kernel's
+    run instead of following it; the arithmetic, and so every bit, is unchanged."""
+    if PDL:
+        if not NEXT_EARLY:
+            gdc_launch_dependents()
 
 
 @triton.jit

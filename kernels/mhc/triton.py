@@ -44,7 +44,8 @@ from harness.core.memo import per_signature
 from harness.core.registry import register
 from kernels.mhc import validate
 from kernels.mhc.ops import FUSED_AS_COMPOSITION
-from kernels.triton_utils import Launch, cdiv, dot_bf16, next_power_of_2, to_bf16_rtne
+from kernels.triton_utils import (Launch, cdiv, dependent_launch, dot_bf16, next_power_of_2,
+                                  release_next_kernel, to_bf16_rtne, wait_for_previous_kernel)
 
 
 
@@ -89,7 +90,8 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, done_ptr, sq_at, chunk_mix_at, chu
                       T, K, k_per_split, chunk_k, chunks_per_program, n_splits,
                       N_MIX: tl.constexpr, N_PAD: tl.constexpr, CHUNK_PROGRAMS: tl.constexpr,
                       BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
-                      INTERPRETED: tl.constexpr):
+                      INTERPRETED: tl.constexpr, PDL: tl.constexpr,
+                      NEXT_EARLY: tl.constexpr):
     """PRECISION "bf16x3": x stays bf16 (exact) and each fn tile is split into three bf16 parts
     (hi + mid + lo carry 24 mantissa bits), so three bf16 MMAs with fp32 accumulation give an
     fp32-accurate product at bf16 tensor-core speed. Otherwise PRECISION is passed to tl.dot
@@ -102,6 +104,7 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, done_ptr, sq_at, chunk_mix_at, chu
     finish (a counter in ``done_ptr``, reset by that program) adds them from zero in chunk order
     into the split's partial: the same additions, the same bits.
     ``mix_ptr`` is one scratch buffer; the other partials lie at the given offsets in it."""
+    wait_for_previous_kernel(PDL, NEXT_EARLY)
     sq_ptr = mix_ptr + sq_at
     chunk_mix_ptr = mix_ptr + chunk_mix_at
     chunk_sq_ptr = mix_ptr + chunk_sq_at
@@ -171,6 +174,7 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, done_ptr, sq_at, chunk_mix_at, chu
         base = split.to(tl.int64) * T
         tl.store(mix_ptr + base * N_PAD + tile, part, mask=tile_ok)
         tl.store(sq_ptr + base + rows, part_sq, mask=row_ok)
+    release_next_kernel(PDL, NEXT_EARLY)
 
 
 @triton.jit(do_not_specialize=["sq_at"])
@@ -178,7 +182,8 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
                    T, H, h_per_program, n_splits, gates_part, rms_eps, pre_eps, sinkhorn_eps, post_mult,
                    sinkhorn_repeat, SPLITS_PAD: tl.constexpr,
                    M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
-                   HEAD: tl.constexpr, BLOCK_H: tl.constexpr):
+                   HEAD: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr,
+                   NEXT_EARLY: tl.constexpr):
     """HEAD=False: mhc_pre epilogue (pre, post, comb, layer_input); HEAD=True: hc_head.
     Program (t, p) writes ``layer_input[t, p*h_per_program:(p+1)*h_per_program]`` with the
     pre gates, which every such program of a token computes with the same instructions (the
@@ -187,6 +192,7 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
     nothing else, so that the gates' dependent chain runs beside the weighted sum instead of
     before it (``_gates_launch``). The splits' partials are loaded at once and summed with ``tl.sum`` (one order for
     every T: the partials have one layout)."""
+    wait_for_previous_kernel(PDL, NEXT_EARLY)
     sq_ptr = mix_ptr + sq_at
     t = tl.program_id(0).to(tl.int64)
     part = tl.program_id(1)
@@ -236,11 +242,14 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
                         mask=i_ok[:, None] & (h0 + BLOCK_H + hs < h_end)[None, :], other=0.0)
         mixed = tl.sum(pre[:, None] * r.to(tl.float32), axis=0)
         tl.store(out_ptr + t * H + h0 + hs, to_bf16_rtne(mixed), mask=h_ok)
+    release_next_kernel(PDL, NEXT_EARLY)
 
 
 @triton.jit
 def _post_mix(x_ptr, res_ptr, post_ptr, comb_ptr, out_ptr, H,
-              M: tl.constexpr, BLOCK_H: tl.constexpr):
+              M: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr,
+              NEXT_EARLY: tl.constexpr):
+    wait_for_previous_kernel(PDL, NEXT_EARLY)
     t = tl.program_id(0).to(tl.int64)
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_ok = hs < H
@@ -251,6 +260,14 @@ def _post_mix(x_ptr, res_ptr, post_ptr, comb_ptr, out_ptr, H,
             r = tl.load(res_ptr + (t * M + ii) * H + hs, mask=h_ok, other=0.0).to(tl.float32)
             acc += tl.load(comb_ptr + (t * M + ii) * M + jj) * r
         tl.store(out_ptr + (t * M + jj) * H + hs, to_bf16_rtne(acc), mask=h_ok)
+    release_next_kernel(PDL, NEXT_EARLY)
+
+
+def _next_early(tokens: int) -> bool:
+    """Whether the GEMM and the gates kernel release the next kernel at their start (PDL): only
+    while programs are few. With more, the next kernel's programs are placed beside this
+    kernel's and slow both (docs/kernels/mhc.md, "Dependent launches")."""
+    return tokens <= 16
 
 
 SMALL_BLOCK_T = 64
@@ -347,7 +364,8 @@ def _gemm_launch(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchP
          t, k, k_per_split, chunk_k, chunks // programs, n_splits),
         dict(N_MIX=n_mix, N_PAD=n_pad, CHUNK_PROGRAMS=programs, BLOCK_T=block_t,
              BLOCK_K=plan.block_k, PRECISION=plan.precision, INTERPRETED=_INTERPRETED,
-             num_warps=plan.gemm_warps, num_stages=plan.gemm_stages))
+             num_warps=plan.gemm_warps, num_stages=plan.gemm_stages,
+             **dependent_launch(device, _next_early(t))))
     return _GemmLaunch(launch, rows * (n_pad + 1), t_blocks * n_splits if programs > 1 else 0,
                        sq_at, n_splits, n_pad)
 
@@ -398,7 +416,8 @@ def _gates_launch(t: int, m: int, h: int, sq_at: int, splits: int, n_pad: int, h
     return Launch(_gates_and_mix, (t, programs + (gates_part > 0)),
                   (sq_at, t, h, h_per_program, splits, gates_part),
                   dict(SPLITS_PAD=next_power_of_2(splits), M=m, M_PAD=next_power_of_2(m),
-                       N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps))
+                       N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps,
+                       **dependent_launch(device, _next_early(t))))
 
 
 def _gates(scratch, sq_at, splits, n_pad, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
@@ -460,7 +479,8 @@ def _post_call(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan) -> L
     t = residual.numel() // (m * h)
     block_h = _block_h(h, plan)
     return Launch(_post_mix, (t, cdiv(h, block_h)), (h,),
-                  dict(M=m, BLOCK_H=block_h, num_warps=plan.post_warps)) if t else None
+                  dict(M=m, BLOCK_H=block_h, num_warps=plan.post_warps,
+                       **dependent_launch(x.device))) if t else None
 
 
 KNOBS = {"n_splits": N_SPLITS_KNOB, "plan": PLANS}

@@ -1,0 +1,56 @@
+"""Programmatic dependent launch (``kernels.triton_utils.dependent_launch``) lets a kernel's
+programs start while the kernel before it still runs; they must wait before reading anything,
+or they read values not yet written. Back-to-back calls captured in a CUDA graph, each reading
+the previous call's output (where the overlap happens), must give the bits of the same calls
+launched one after another without PDL."""
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.implementation("triton")]
+
+CALLS = 6
+
+
+@pytest.mark.parametrize("tokens", (1, 64), ids=["next-released-early", "next-released-late"])
+def test_chained_calls_under_pdl_give_the_bits_of_plain_launches(tokens, monkeypatch):
+    import torch
+
+    from harness.core.cases import Case
+    from harness.core.registry import records
+    from harness.core.specs import get_spec
+    from harness.detectors.cuda_graph import capture
+    from kernels.mhc import triton as mhc_triton
+
+    op = "mhc_fused_post_pre"
+    spec, fn = get_spec(op), records(op)["triton"].fn
+    inputs = spec.make_inputs(Case(op, tokens=tokens, hidden=7168, device="cuda", seed=3))
+    args = list(spec.arguments(inputs))
+    if not mhc_triton.dependent_launch(torch.device("cuda"))["PDL"]:
+        pytest.skip("PDL is off on this GPU (before SM90, or not NVIDIA): nothing overlaps")
+
+    def chain():
+        outputs, call = [], list(args)
+        for _ in range(CALLS):
+            out = fn(*call)
+            outputs.extend(out)
+            call[1] = out[0]  # the next call's residual is this one's new residual
+        return outputs
+
+    chain()  # compiles the PDL launches outside the capture
+    graph = torch.cuda.CUDAGraph()
+    overlapped = capture(graph, chain)
+    graph.replay()
+    torch.cuda.synchronize()
+    overlapped = [t.clone() for t in overlapped]
+
+    with monkeypatch.context() as m:
+        m.setattr(mhc_triton, "dependent_launch",
+                  lambda device, next_early=False: {"PDL": False, "NEXT_EARLY": False})
+        mhc_triton.clear_launch_caches()
+        plain = chain()
+        torch.cuda.synchronize()
+    mhc_triton.clear_launch_caches()
+    for i, (want, got) in enumerate(zip(plain, overlapped)):
+        differ = int((want.view(torch.uint8) != got.view(torch.uint8)).sum())
+        assert differ == 0, (f"call {i // 4}, output {i % 4}: {differ} bytes differ between "
+                             "PDL launches in a graph and plain launches")
