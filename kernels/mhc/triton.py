@@ -247,19 +247,25 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
 
 @triton.jit
 def _post_mix(x_ptr, res_ptr, post_ptr, comb_ptr, out_ptr, H,
-              M: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr,
+              M: tl.constexpr, M_PAD: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr,
               NEXT_EARLY: tl.constexpr):
+    """All M output streams of a block of H at once, as one tile: every load is issued before
+    the one store (stores between them could alias the streams, which kept each output's loads
+    waiting on the previous output's store). Each element is still ``post * x`` plus the
+    streams' terms in stream order: the same operations, the same bits."""
     wait_for_previous_kernel(PDL, NEXT_EARLY)
     t = tl.program_id(0).to(tl.int64)
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_ok = hs < H
+    jj = tl.arange(0, M_PAD)
+    jj_ok = jj < M
     x = tl.load(x_ptr + t * H + hs, mask=h_ok, other=0.0).to(tl.float32)
-    for jj in tl.static_range(M):
-        acc = tl.load(post_ptr + t * M + jj) * x
-        for ii in tl.static_range(M):
-            r = tl.load(res_ptr + (t * M + ii) * H + hs, mask=h_ok, other=0.0).to(tl.float32)
-            acc += tl.load(comb_ptr + (t * M + ii) * M + jj) * r
-        tl.store(out_ptr + (t * M + jj) * H + hs, to_bf16_rtne(acc), mask=h_ok)
+    acc = tl.load(post_ptr + t * M + jj, mask=jj_ok, other=0.0)[:, None] * x[None, :]
+    for ii in tl.static_range(M):
+        r = tl.load(res_ptr + (t * M + ii) * H + hs, mask=h_ok, other=0.0).to(tl.float32)
+        acc += tl.load(comb_ptr + (t * M + ii) * M + jj, mask=jj_ok, other=0.0)[:, None] * r[None, :]
+    tl.store(out_ptr + (t * M + jj)[:, None] * H + hs[None, :], to_bf16_rtne(acc),
+             mask=jj_ok[:, None] & h_ok[None, :])
     release_next_kernel(PDL, NEXT_EARLY)
 
 
@@ -479,7 +485,7 @@ def _post_call(x, residual, post_layer_mix, comb_res_mix, plan: LaunchPlan) -> L
     t = residual.numel() // (m * h)
     block_h = _block_h(h, plan)
     return Launch(_post_mix, (t, cdiv(h, block_h)), (h,),
-                  dict(M=m, BLOCK_H=block_h, num_warps=plan.post_warps,
+                  dict(M=m, M_PAD=next_power_of_2(m), BLOCK_H=block_h, num_warps=plan.post_warps,
                        **dependent_launch(x.device))) if t else None
 
 
