@@ -43,13 +43,15 @@ def test_chained_calls_under_pdl_give_the_bits_of_plain_launches(tokens, monkeyp
     torch.cuda.synchronize()
     overlapped = [t.clone() for t in overlapped]
 
-    with monkeypatch.context() as m:
-        m.setattr(mhc_triton, "dependent_launch",
-                  lambda device, next_early=False: {"PDL": False, "NEXT_EARLY": False})
-        mhc_triton.clear_launch_caches()
-        plain = chain()
-        torch.cuda.synchronize()
-    mhc_triton.clear_launch_caches()
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(mhc_triton, "dependent_launch",
+                      lambda device, next_early=False: {"PDL": False, "NEXT_EARLY": False})
+            mhc_triton.clear_launch_caches()
+            plain = chain()
+            torch.cuda.synchronize()
+    finally:
+        mhc_triton.clear_launch_caches()  # later tests get PDL launches again
     for i, (want, got) in enumerate(zip(plain, overlapped)):
         differ = int((want.view(torch.uint8) != got.view(torch.uint8)).sum())
         assert differ == 0, (f"call {i // 4}, output {i % 4}: {differ} bytes differ between "
