@@ -6,11 +6,43 @@ launched one after another without PDL."""
 
 import pytest
 
-pytestmark = [pytest.mark.gpu, pytest.mark.implementation("triton")]
-
 CALLS = 6
 
 
+@pytest.mark.parametrize("hip, capability, interpreted, want", [
+    (None, (9, 0), False, True),     # Hopper, compiled
+    (None, (10, 0), False, True),    # Blackwell
+    (None, (8, 0), False, False),    # Ampere: no griddepcontrol
+    ("6.4", (9, 4), False, False),   # ROCm (MI300's gfx942 reads as 9.4): Triton's AMD backend has no launch_pdl
+    (None, (9, 0), True, False),     # the interpreter
+], ids=["sm90", "sm100", "sm80", "rocm", "interpreter"])
+def test_dependent_launches_are_asked_for_only_where_they_exist(hip, capability, interpreted, want,
+                                                                monkeypatch):
+    """``launch_pdl`` is an option of Triton's NVIDIA backend only: passed on AMD, every mHC
+    launch would fail ("Keyword argument launch_pdl was specified but unrecognised")."""
+    import torch
+
+    from harness.core import device as core_device
+    from kernels import triton_utils
+
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(core_device, "triton_interpreted", lambda: interpreted)
+    triton_utils.dependent_launch.cache_clear()
+    try:
+        got = triton_utils.dependent_launch(torch.device("cuda", 0), True)
+    finally:
+        triton_utils.dependent_launch.cache_clear()
+    want = want and triton_utils.gdc_wait is not None
+    assert got["PDL"] is want and ("launch_pdl" in got) is want
+    assert got["NEXT_EARLY"] is want
+    cpu = triton_utils.dependent_launch(torch.device("cpu"))
+    triton_utils.dependent_launch.cache_clear()
+    assert cpu == {"PDL": False, "NEXT_EARLY": False}
+
+
+@pytest.mark.gpu
+@pytest.mark.implementation("triton")
 @pytest.mark.parametrize("tokens", (1, 64), ids=["next-released-early", "next-released-late"])
 def test_chained_calls_under_pdl_give_the_bits_of_plain_launches(tokens, monkeypatch):
     import torch
