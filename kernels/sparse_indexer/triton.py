@@ -477,11 +477,10 @@ def _slot_errors(n_slots: int):
 
 def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool,
            plan: LaunchPlan):
-    out_shape, launch = _paged_call(q, kv_cache, weights, context_lens, block_tables,
-                                    int(max_model_len), exact, plan)
+    out_shape, launch, explain = _paged_call(q, kv_cache, weights, context_lens, block_tables,
+                                             int(max_model_len), exact, plan)
     out = torch.empty(out_shape, dtype=torch.float32, device=q.device)
     if launch is not None:  # the packed uint8 cache: the kernel types its two parts
-        explain = _context_errors(block_tables.shape[1], out_shape[1])
         words, slot = deferred.claim(q.device, explain)
         launch(q.contiguous(), kv_cache, weights.contiguous(), context_lens, block_tables, out,
                words, slot)
@@ -491,20 +490,21 @@ def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exac
 
 @per_signature
 def _paged_call(q, kv_cache, weights, context_lens, block_tables, max_model_len: int,
-                exact: bool, plan: LaunchPlan) -> tuple[tuple, Launch | None]:
+                exact: bool, plan: LaunchPlan) -> tuple:
     """The paged op's checks (shapes and dtypes: the context lengths are checked in the kernel),
-    output shape and launch, once per call signature."""
+    output shape, launch and error messages, once per call signature (as ``_quant_call``)."""
     _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
                                          max_model_len, values=False)
     b, next_n, heads, d = q.shape
     if not (b and max_model_len):
-        return (b * next_n, max_model_len), None
+        return (b * next_n, max_model_len), None, None
     splits = paged_splits(b, cdiv(max_model_len, block_size), plan)
     return (b * next_n, max_model_len), Launch(
         _paged_mqa_logits, (b, splits),
         (max_model_len, block_tables.stride(0), block_tables.shape[1], heads, splits),
         dict(NEXT_N=next_n, NP=next_power_of_2(next_n), HP=next_power_of_2(heads), BS=block_size,
-             D=d, DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps))
+             D=d, DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps)
+    ), _context_errors(block_tables.shape[1], max_model_len)
 
 
 _LOGITS = {**_HERE, "batch_invariant": True, "knobs": {"plan": PLANS}}
