@@ -38,7 +38,7 @@ def gemm_time(x, fn, plan: k.LaunchPlan) -> float:
 def epilogue_rows(spec, t, h=7168, m=4):
     inp = spec.make_inputs(Case("mhc_pre", tokens=t, hidden=h, device="cuda"))
     res = inp["residual"]
-    mix, sq, splits, n_pad = k._rms_gemm(res.view(t, -1), inp["fn"], None)
+    mix, gemm = k._rms_gemm(res.view(t, -1), inp["fn"], None)
     post = torch.empty((t, m, 1), device="cuda")
     comb = torch.empty((t, m, m), device="cuda")
     out = torch.empty((t, h), dtype=torch.bfloat16, device="cuda")
@@ -46,7 +46,7 @@ def epilogue_rows(spec, t, h=7168, m=4):
     for bh, w in itertools.product((512, 1024), (2, 4)):
         plan = dataclasses.replace(k.DEFAULT_PLAN, block_h=bh, epilogue_warps=w)
         ms = time_ms(lambda plan=plan: k._gates(
-            mix, sq, splits, n_pad, res, inp["hc_scale"], inp["hc_base"], out, post, comb,
+            mix, gemm, res, inp["hc_scale"], inp["hc_base"], out, post, comb,
             (1e-6, 1e-6, 1e-6), 2.0, 20, head=False, plan=plan), warmup=5, rep=30)
         rows.append({"T": t, "n_mix": "epilogue", "plan": plan, "ms": ms,
                      "GB/s": (res.numel() + out.numel()) * 2 / ms / 1e6})

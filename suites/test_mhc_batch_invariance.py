@@ -77,11 +77,10 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
 @pytest.mark.implementation("triton")
 @pytest.mark.parametrize("op", ("mhc_pre", "hc_head"))
 def test_calls_on_concurrent_streams_never_change_a_bit(op):
-    """A decode batch runs the shipped GEMM a program a K chunk, and a split's last program (an
-    int32 counter) adds the chunks' sums (kernels.mhc.triton._done_counters). Calls running at
-    once on two streams must not count each other's programs: decode calls are held behind a
-    sleep on two streams, released together, and compared bitwise with the same calls run one
-    after another."""
+    """Calls running at once on two streams must share nothing (scratch, launch state) that
+    changes a bit: decode calls (the GEMM a program a K chunk, whose chunk sums the gates kernel
+    adds) are held behind a sleep on two streams, released together, and compared bitwise with
+    the same calls run one after another."""
     import torch
 
     from harness.core.cases import Case

@@ -6,8 +6,9 @@
    with ``fn^T`` at fp32 accuracy (``fn`` split into three bf16 parts, bf16 tensor cores, fp32
    accumulation), plus the partial sum of squares, into ``[n_splits, T, n_pad]`` partials. A
    split is summed chunk by chunk (``chunk_k``), each chunk from zero: a decode batch then runs a
-   program per chunk (``_chunk_programs``) and gets the same bits as a large batch's program per
-   split, with a walk of 4 K tiles instead of 32.
+   program per chunk (``_chunk_programs``), with a walk of 4 K tiles instead of 32, and leaves
+   each chunk's sum for the next kernel to add in chunk order: the same bits as a large batch's
+   program per split.
 2. ``_gates_and_mix``: one program per token (several, each a part of H, in small batches:
    ``_h_parts``) sums the partials in split order, applies the RMS scale, the gates and
    Sinkhorn, and writes the weighted sum of the streams.
@@ -85,12 +86,11 @@ _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 """How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 
-@triton.jit(do_not_specialize=["sq_at", "chunk_mix_at", "chunk_sq_at"])
-def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, done_ptr, sq_at, chunk_mix_at, chunk_sq_at,
-                      T, K, k_per_split, chunk_k, chunks_per_program, n_splits,
-                      N_MIX: tl.constexpr, N_PAD: tl.constexpr, CHUNK_PROGRAMS: tl.constexpr,
-                      BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
-                      INTERPRETED: tl.constexpr, PDL: tl.constexpr,
+@triton.jit(do_not_specialize=["sq_at"])
+def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, T, K, k_per_split, chunk_k, chunks_per_program,
+                      N_MIX: tl.constexpr, N_PAD: tl.constexpr, BLOCK_T: tl.constexpr,
+                      BLOCK_K: tl.constexpr, CHUNK_PROGRAMS: tl.constexpr,
+                      PRECISION: tl.constexpr, INTERPRETED: tl.constexpr, PDL: tl.constexpr,
                       NEXT_EARLY: tl.constexpr):
     """PRECISION "bf16x3": x stays bf16 (exact) and each fn tile is split into three bf16 parts
     (hi + mid + lo carry 24 mantissa bits), so three bf16 MMAs with fp32 accumulation give an
@@ -98,27 +98,22 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, done_ptr, sq_at, chunk_mix_at, chu
     ("tf32x3", "ieee", "tf32") with x converted to fp32.
 
     Program (t, w) sums ``chunks_per_program`` consecutive chunks of a split, each accumulated
-    from zero, in chunk order (one loop over the K tiles, so that its loads stay pipelined).
-    With CHUNK_PROGRAMS == 1 that is the split's partial. Otherwise (``_chunk_programs``: decode
-    batches) each of a split's CHUNK_PROGRAMS programs writes its chunk's sum, and the last to
-    finish (a counter in ``done_ptr``, reset by that program) adds them from zero in chunk order
-    into the split's partial: the same additions, the same bits.
-    ``mix_ptr`` is one scratch buffer; the other partials lie at the given offsets in it."""
+    from zero, in chunk order (one loop over the K tiles, so that its loads stay pipelined), and
+    stores the sum as partial ``w`` of its rows: with CHUNK_PROGRAMS == 1 the split's partial,
+    else (``_chunk_programs``: decode batches) one chunk's, which ``_gates_and_mix`` adds from
+    zero in chunk order: the same additions, the same bits.
+    ``mix_ptr`` is one scratch buffer; the sums of squares lie from offset ``sq_at`` in it."""
     wait_for_previous_kernel(PDL, NEXT_EARLY)
     sq_ptr = mix_ptr + sq_at
-    chunk_mix_ptr = mix_ptr + chunk_mix_at
-    chunk_sq_ptr = mix_ptr + chunk_sq_at
     pid_t = tl.program_id(0)
     pid_w = tl.program_id(1)
     rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     cols = tl.arange(0, N_PAD)
     row_ok = rows < T
     col_ok = cols < N_MIX
-    split = pid_w // CHUNK_PROGRAMS
-    split_begin = split * k_per_split
+    split_begin = (pid_w // CHUNK_PROGRAMS) * k_per_split
     split_end = tl.minimum(split_begin + k_per_split, K)
-    first_chunk = (pid_w % CHUNK_PROGRAMS) * chunks_per_program
-    begin = split_begin + first_chunk * chunk_k
+    begin = split_begin + (pid_w % CHUNK_PROGRAMS) * chunks_per_program * chunk_k
     end = tl.minimum(begin + chunks_per_program * chunk_k, split_end)
     part = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
     part_sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
@@ -149,38 +144,30 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, done_ptr, sq_at, chunk_mix_at, chu
             part_sq += sq
             acc = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
             sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
-    tile = rows.to(tl.int64)[:, None] * N_PAD + cols[None, :]  # 2^31 at 67M tokens in int32
-    tile_ok = row_ok[:, None] & col_ok[None, :]
-    if CHUNK_PROGRAMS > 1:
-        mine = pid_w.to(tl.int64) * T
-        tl.store(chunk_mix_ptr + mine * N_PAD + tile, part, mask=tile_ok)
-        tl.store(chunk_sq_ptr + mine + rows, part_sq, mask=row_ok)
-        tl.debug_barrier()
-        counter = done_ptr + pid_t * n_splits + split
-        if tl.atomic_add(counter, 1, sem="acq_rel") == CHUNK_PROGRAMS - 1:
-            part = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
-            part_sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
-            for program in tl.static_range(CHUNK_PROGRAMS):
-                theirs = (split * CHUNK_PROGRAMS + program).to(tl.int64) * T
-                part += tl.load(chunk_mix_ptr + theirs * N_PAD + tile, mask=tile_ok, other=0.0,
-                                cache_modifier=".cg")
-                part_sq += tl.load(chunk_sq_ptr + theirs + rows, mask=row_ok, other=0.0,
-                                   cache_modifier=".cg")
-            base = split.to(tl.int64) * T
-            tl.store(mix_ptr + base * N_PAD + tile, part, mask=tile_ok)
-            tl.store(sq_ptr + base + rows, part_sq, mask=row_ok)
-            tl.atomic_xchg(counter, 0)
-    else:
-        base = split.to(tl.int64) * T
-        tl.store(mix_ptr + base * N_PAD + tile, part, mask=tile_ok)
-        tl.store(sq_ptr + base + rows, part_sq, mask=row_ok)
+    mine = pid_w.to(tl.int64) * T + rows  # 2^31 at 67M tokens in int32
+    tl.store(mix_ptr + mine[:, None] * N_PAD + cols[None, :], part,
+             mask=row_ok[:, None] & col_ok[None, :])
+    tl.store(sq_ptr + mine, part_sq, mask=row_ok)
     release_next_kernel(PDL, NEXT_EARLY)
+
+
+@triton.jit
+def _split_sums(ptr, chunk_stride, mask, CHUNKS: tl.constexpr):
+    """Each split's partial from the GEMM's scratch (``ptr``: chunk 0's; chunk c's lie
+    ``c * chunk_stride`` after): loaded as is, or with CHUNKS > 1 its chunks' sums added from
+    zero in chunk order, as a program a split adds them in registers."""
+    total = tl.load(ptr, mask=mask, other=0.0)
+    if CHUNKS > 1:
+        total = 0.0 + total
+        for c in tl.static_range(1, CHUNKS):
+            total += tl.load(ptr + c * chunk_stride, mask=mask, other=0.0)
+    return total
 
 
 @triton.jit(do_not_specialize=["sq_at"])
 def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, comb_ptr, sq_at,
                    T, H, h_per_program, n_splits, gates_part, rms_eps, pre_eps, sinkhorn_eps, post_mult,
-                   sinkhorn_repeat, SPLITS_PAD: tl.constexpr,
+                   sinkhorn_repeat, SPLITS_PAD: tl.constexpr, CHUNKS: tl.constexpr,
                    M: tl.constexpr, M_PAD: tl.constexpr, N_PAD: tl.constexpr,
                    HEAD: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr,
                    NEXT_EARLY: tl.constexpr):
@@ -190,8 +177,9 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
     same bits). For mhc_pre, program ``gates_part`` of a token also computes post and comb
     (Sinkhorn): the first, or in a decode batch one more program after the others, which does
     nothing else, so that the gates' dependent chain runs beside the weighted sum instead of
-    before it (``_gates_launch``). The splits' partials are loaded at once and summed with ``tl.sum`` (one order for
-    every T: the partials have one layout)."""
+    before it (``_gates_launch``). The splits' partials are loaded at once (with CHUNKS > 1,
+    each the sum of its chunks': ``_split_sums``) and summed with ``tl.sum``: one order for
+    every T."""
     wait_for_previous_kernel(PDL, NEXT_EARLY)
     sq_ptr = mix_ptr + sq_at
     t = tl.program_id(0).to(tl.int64)
@@ -208,19 +196,21 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
     ij_ok = i_ok[:, None] & (j < M)[None, :]
     ss = tl.arange(0, SPLITS_PAD)
     s_ok = ss < n_splits
-    rows = mix_ptr + (ss * T + t) * N_PAD
-    sq = tl.sum(tl.load(sq_ptr + ss * T + t, mask=s_ok, other=0.0), axis=0)
-    pre_raw = tl.sum(tl.load(rows[:, None] + i[None, :], mask=s_ok[:, None] & i_ok[None, :],
-                             other=0.0), axis=0)
+    first = ss * CHUNKS * T + t
+    rows = mix_ptr + first * N_PAD
+    sq = tl.sum(_split_sums(sq_ptr + first, T, s_ok, CHUNKS), axis=0)
+    pre_raw = tl.sum(_split_sums(rows[:, None] + i[None, :], T * N_PAD,
+                                 s_ok[:, None] & i_ok[None, :], CHUNKS), axis=0)
     rms = 1.0 / tl.sqrt(sq / (M * H) + rms_eps)
     pre = tl.sigmoid(pre_raw * rms * tl.load(scale_ptr) + tl.load(base_ptr + i, mask=i_ok)) + pre_eps
     pre = tl.where(i_ok, pre, 0.0)
     if not HEAD:
         if part == gates_part:
-            post_raw = tl.sum(tl.load(rows[:, None] + M + i[None, :],
-                                      mask=s_ok[:, None] & i_ok[None, :], other=0.0), axis=0)
-            comb_raw = tl.sum(tl.load(rows[:, None, None] + 2 * M + (i[:, None] * M + j[None, :])[None],
-                                      mask=s_ok[:, None, None] & ij_ok[None], other=0.0), axis=0)
+            post_raw = tl.sum(_split_sums(rows[:, None] + M + i[None, :], T * N_PAD,
+                                          s_ok[:, None] & i_ok[None, :], CHUNKS), axis=0)
+            comb_raw = tl.sum(_split_sums(rows[:, None, None] + 2 * M + (i[:, None] * M + j[None, :])[None],
+                                          T * N_PAD, s_ok[:, None, None] & ij_ok[None], CHUNKS),
+                              axis=0)
             post = tl.sigmoid(post_raw * rms * tl.load(scale_ptr + 1)
                               + tl.load(base_ptr + M + i, mask=i_ok)) * post_mult
             tl.store(post_ptr + t * M + i, post, mask=i_ok)
@@ -307,44 +297,22 @@ def _chunk_programs(programs: int, chunks: int, device: torch.device) -> int:
     return chunks if programs < (multiprocessors(device) or 1) else 1
 
 
-_COUNTERS: dict = {}
-_RETIRED: list = []
-
-
-def _done_counters(device: torch.device, n: int) -> torch.Tensor:
-    """Zeroed int32 counters, one per (token tile, split) of a chunked GEMM, kept per device and
-    stream: each call's last program of a split resets its counter, so they are zero between
-    calls and between CUDA-graph replays. Two streams never share them (calls running at once
-    would count each other's programs); a graph keeps the counters of the stream it was captured
-    on, so graphs captured on one stream are replayed one at a time, as vLLM does. A buffer is
-    never freed: a captured graph may still point at it."""
-    stream = torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
-    counters = _COUNTERS.get((device, stream))
-    if counters is None or counters.numel() < n:
-        if counters is not None:
-            _RETIRED.append(counters)
-        counters = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-        _COUNTERS[(device, stream)] = counters
-    return counters
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class _GemmLaunch:
-    """``_rms_gemm_partial``'s launch and its scratch: ``mix [n_splits, T, n_pad]`` and, from
-    offset ``sq_at``, ``sq [n_splits, T]`` (with a chunked GEMM, the chunks' after each), one
-    buffer addressed by offsets instead of tensor views, which cost the host microseconds each."""
+    """``_rms_gemm_partial``'s launch and its scratch: ``mix [n_splits, chunks, T, n_pad]`` and,
+    from offset ``sq_at``, ``sq [n_splits, chunks, T]`` (``chunks`` partials a split: 1, or one a
+    chunk in a decode batch), one buffer addressed by offsets instead of tensor views, which
+    cost the host microseconds each."""
     launch: Launch
     scratch_numel: int
-    counters: int
-    """Done counters the launch needs (``_done_counters``); 0 for a program a split."""
     sq_at: int
     n_splits: int
+    chunks: int
     n_pad: int
 
     def __call__(self, x: torch.Tensor, fn: torch.Tensor) -> torch.Tensor:
         scratch = torch.empty(self.scratch_numel, dtype=torch.float32, device=x.device)
-        done = _done_counters(x.device, self.counters) if self.counters else scratch
-        self.launch(x, fn, scratch, done)
+        self.launch(x, fn, scratch)
         return scratch
 
 
@@ -362,26 +330,23 @@ def _gemm_launch(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchP
     t_blocks = cdiv(t, block_t)
     programs = _chunk_programs(t_blocks * n_splits, chunks, device)
     n_pad = _n_pad(n_mix)
-    rows = n_splits * t * (1 + (programs if programs > 1 else 0))
-    sq_at = rows * n_pad
+    rows = n_splits * programs * t
     launch = Launch(
         _rms_gemm_partial, (t_blocks, n_splits * programs),
-        (sq_at, n_splits * t * n_pad, sq_at + n_splits * t,
-         t, k, k_per_split, chunk_k, chunks // programs, n_splits),
-        dict(N_MIX=n_mix, N_PAD=n_pad, CHUNK_PROGRAMS=programs, BLOCK_T=block_t,
-             BLOCK_K=plan.block_k, PRECISION=plan.precision, INTERPRETED=_INTERPRETED,
+        (rows * n_pad, t, k, k_per_split, chunk_k, chunks // programs),
+        dict(N_MIX=n_mix, N_PAD=n_pad, BLOCK_T=block_t, BLOCK_K=plan.block_k,
+             CHUNK_PROGRAMS=programs, PRECISION=plan.precision, INTERPRETED=_INTERPRETED,
              num_warps=plan.gemm_warps, num_stages=plan.gemm_stages,
              **dependent_launch(device, _next_early(t))))
-    return _GemmLaunch(launch, rows * (n_pad + 1), t_blocks * n_splits if programs > 1 else 0,
-                       sq_at, n_splits, n_pad)
+    return _GemmLaunch(launch, rows * (n_pad + 1), rows * n_pad, n_splits, programs, n_pad)
 
 
 def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
-              plan: LaunchPlan = DEFAULT_PLAN):
-    """The first kernel on ``x [T, K]``: the scratch buffer, the offset of its sums of squares,
-    the number of splits and the partials' padded width."""
+              plan: LaunchPlan = DEFAULT_PLAN) -> tuple[torch.Tensor, _GemmLaunch]:
+    """The first kernel on ``x [T, K]``: the scratch buffer and the launch that says its
+    layout."""
     gemm = _gemm_launch(*x.shape, fn.shape[0], _splits(n_splits), plan, x.device)
-    return gemm(x, fn.contiguous()), gemm.sq_at, gemm.n_splits, gemm.n_pad
+    return gemm(x, fn.contiguous()), gemm
 
 
 def _splits(n_splits) -> int | None:
@@ -405,8 +370,8 @@ def _h_parts(tokens: int, h_blocks: int, device: torch.device) -> int:
 
 
 @functools.lru_cache(maxsize=1024)
-def _gates_launch(t: int, m: int, h: int, sq_at: int, splits: int, n_pad: int, head: bool,
-                  plan: LaunchPlan, device: torch.device) -> Launch:
+def _gates_launch(t: int, m: int, h: int, gemm: _GemmLaunch, head: bool, plan: LaunchPlan,
+                  device: torch.device) -> Launch:
     """``_gates_and_mix``'s launch (its H tile, H per program, programs per token), once per
     shape. The eps values, the post multiplier and the Sinkhorn rounds are passed per call.
     mhc_pre's post and comb get a program of their own while a token's weighted sum is spread
@@ -420,18 +385,19 @@ def _gates_launch(t: int, m: int, h: int, sq_at: int, splits: int, n_pad: int, h
     programs = cdiv(h, h_per_program)
     gates_part = programs if not head and parts > 1 else 0
     return Launch(_gates_and_mix, (t, programs + (gates_part > 0)),
-                  (sq_at, t, h, h_per_program, splits, gates_part),
-                  dict(SPLITS_PAD=next_power_of_2(splits), M=m, M_PAD=next_power_of_2(m),
-                       N_PAD=n_pad, HEAD=head, BLOCK_H=block_h, num_warps=plan.epilogue_warps,
+                  (gemm.sq_at, t, h, h_per_program, gemm.n_splits, gates_part),
+                  dict(SPLITS_PAD=next_power_of_2(gemm.n_splits), CHUNKS=gemm.chunks, M=m,
+                       M_PAD=next_power_of_2(m), N_PAD=gemm.n_pad, HEAD=head, BLOCK_H=block_h,
+                       num_warps=plan.epilogue_warps,
                        **dependent_launch(device, _next_early(t))))
 
 
-def _gates(scratch, sq_at, splits, n_pad, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
+def _gates(scratch, gemm: _GemmLaunch, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
            hc_post_mult_value, sinkhorn_repeat, head: bool, plan: LaunchPlan) -> None:
     """The second kernel: per token, the mixes from the GEMM partials, the gates (and Sinkhorn
     for mhc_pre) and the weighted sum of the streams into ``out``."""
     t, m, h = streams.shape
-    _gates_launch(t, m, h, sq_at, splits, n_pad, head, plan, streams.device)(
+    _gates_launch(t, m, h, gemm, head, plan, streams.device)(
         scratch, streams, hc_scale, hc_base, out, post, comb,
         after=(*map(float, eps), float(hc_post_mult_value), int(sinkhorn_repeat)))
 
@@ -460,8 +426,7 @@ def _mix_call(streams: torch.Tensor, fn: torch.Tensor, m: int, h: int, n_splits:
     lead = tuple(streams.shape[:-2])
     t = streams.numel() // (m * h)
     gemm = _gemm_launch(t, m * h, fn.shape[0], n_splits, plan, streams.device)
-    gates = _gates_launch(t, m, h, gemm.sq_at, gemm.n_splits, gemm.n_pad, head, plan,
-                          streams.device)
+    gates = _gates_launch(t, m, h, gemm, head, plan, streams.device)
     return _MixCall(t, (*lead, h), (*lead, m, 1), (*lead, m, m), gemm, gates)
 
 
