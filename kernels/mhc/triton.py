@@ -99,9 +99,10 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, T, K, k_per_split, chunk_k,
 
     Program (t, w) sums ``chunks_per_program`` consecutive chunks of a split, each accumulated
     from zero, in chunk order (one loop over the K tiles, so that its loads stay pipelined), and
-    stores the sum as partial ``w`` of its rows: with CHUNK_PROGRAMS == 1 the split's partial,
-    else (``_chunk_programs``: decode batches) one chunk's, which ``_gates_and_mix`` adds from
-    zero in chunk order: the same additions, the same bits.
+    stores the sum as partial ``w`` of its rows (``_GemmLaunch`` gives the layout): with
+    CHUNK_PROGRAMS == 1 the split's partial, else (``_chunk_programs``: decode batches) one
+    chunk's, which ``_gates_and_mix`` adds from zero in chunk order: the same additions, the
+    same bits.
     ``mix_ptr`` is one scratch buffer; the sums of squares lie from offset ``sq_at`` in it."""
     wait_for_previous_kernel(PDL, NEXT_EARLY)
     sq_ptr = mix_ptr + sq_at
@@ -144,7 +145,10 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, T, K, k_per_split, chunk_k,
             part_sq += sq
             acc = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
             sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
-    mine = pid_w.to(tl.int64) * T + rows  # 2^31 at 67M tokens in int32
+    if CHUNK_PROGRAMS > 1:  # a token's partials side by side, for the gates kernel to load
+        mine = rows.to(tl.int64) * tl.num_programs(1) + pid_w
+    else:  # each program's rows side by side, for its stores (large T)
+        mine = pid_w.to(tl.int64) * T + rows  # 2^31 at 67M tokens in int32
     tl.store(mix_ptr + mine[:, None] * N_PAD + cols[None, :], part,
              mask=row_ok[:, None] & col_ok[None, :])
     tl.store(sq_ptr + mine, part_sq, mask=row_ok)
@@ -196,20 +200,23 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
     ij_ok = i_ok[:, None] & (j < M)[None, :]
     ss = tl.arange(0, SPLITS_PAD)
     s_ok = ss < n_splits
-    first = ss * CHUNKS * T + t
+    if CHUNKS > 1:  # the GEMM's layout (_GemmLaunch)
+        first = t * (n_splits * CHUNKS) + ss * CHUNKS
+    else:
+        first = ss * T + t
     rows = mix_ptr + first * N_PAD
-    sq = tl.sum(_split_sums(sq_ptr + first, T, s_ok, CHUNKS), axis=0)
-    pre_raw = tl.sum(_split_sums(rows[:, None] + i[None, :], T * N_PAD,
+    sq = tl.sum(_split_sums(sq_ptr + first, 1, s_ok, CHUNKS), axis=0)
+    pre_raw = tl.sum(_split_sums(rows[:, None] + i[None, :], N_PAD,
                                  s_ok[:, None] & i_ok[None, :], CHUNKS), axis=0)
     rms = 1.0 / tl.sqrt(sq / (M * H) + rms_eps)
     pre = tl.sigmoid(pre_raw * rms * tl.load(scale_ptr) + tl.load(base_ptr + i, mask=i_ok)) + pre_eps
     pre = tl.where(i_ok, pre, 0.0)
     if not HEAD:
         if part == gates_part:
-            post_raw = tl.sum(_split_sums(rows[:, None] + M + i[None, :], T * N_PAD,
+            post_raw = tl.sum(_split_sums(rows[:, None] + M + i[None, :], N_PAD,
                                           s_ok[:, None] & i_ok[None, :], CHUNKS), axis=0)
             comb_raw = tl.sum(_split_sums(rows[:, None, None] + 2 * M + (i[:, None] * M + j[None, :])[None],
-                                          T * N_PAD, s_ok[:, None, None] & ij_ok[None], CHUNKS),
+                                          N_PAD, s_ok[:, None, None] & ij_ok[None], CHUNKS),
                               axis=0)
             post = tl.sigmoid(post_raw * rms * tl.load(scale_ptr + 1)
                               + tl.load(base_ptr + M + i, mask=i_ok)) * post_mult
@@ -299,10 +306,12 @@ def _chunk_programs(programs: int, chunks: int, device: torch.device) -> int:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _GemmLaunch:
-    """``_rms_gemm_partial``'s launch and its scratch: ``mix [n_splits, chunks, T, n_pad]`` and,
-    from offset ``sq_at``, ``sq [n_splits, chunks, T]`` (``chunks`` partials a split: 1, or one a
-    chunk in a decode batch), one buffer addressed by offsets instead of tensor views, which
-    cost the host microseconds each."""
+    """``_rms_gemm_partial``'s launch and its scratch, one buffer addressed by offsets instead of
+    tensor views, which cost the host microseconds each: ``mix [n_splits, T, n_pad]`` and, from
+    offset ``sq_at``, ``sq [n_splits, T]``; in a decode batch (``chunks`` partials a split, one a
+    chunk) ``mix [T, n_splits, chunks, n_pad]`` and ``sq [T, n_splits, chunks]``, a token's
+    partials side by side for the gates kernel to load (on the H100 that order took 0.3-0.5 us
+    off a decode call and cost 2-4% at T=65536: docs/kernels/mhc.md)."""
     launch: Launch
     scratch_numel: int
     sq_at: int
