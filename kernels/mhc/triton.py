@@ -4,7 +4,7 @@
 
 1. ``_rms_gemm_partial``: split-K GEMM of the flattened streams ``x [T, m*H]`` (bf16, read once)
    with ``fn^T`` at fp32 accuracy (``fn`` split into three bf16 parts, bf16 tensor cores, fp32
-   accumulation), plus the partial sum of squares, into ``[n_splits, T, n_pad]`` partials. A
+   accumulation), plus the partial sum of squares, into split-K partials (``_GemmLaunch``). A
    split is summed chunk by chunk (``chunk_k``), each chunk from zero: a decode batch then runs a
    program per chunk (``_chunk_programs``), with a walk of 4 K tiles instead of 32, and leaves
    each chunk's sum for the next kernel to add in chunk order: the same bits as a large batch's
@@ -310,8 +310,8 @@ class _GemmLaunch:
     tensor views, which cost the host microseconds each: ``mix [n_splits, T, n_pad]`` and, from
     offset ``sq_at``, ``sq [n_splits, T]``; in a decode batch (``chunks`` partials a split, one a
     chunk) ``mix [T, n_splits, chunks, n_pad]`` and ``sq [T, n_splits, chunks]``, a token's
-    partials side by side for the gates kernel to load (on the H100 that order took 0.3-0.5 us
-    off a decode call and cost 2-4% at T=65536: docs/kernels/mhc.md)."""
+    partials side by side for the gates kernel to load (faster there, slower for large batches:
+    docs/kernels/mhc.md)."""
     launch: Launch
     scratch_numel: int
     sq_at: int
