@@ -40,9 +40,8 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
     spec = get_spec(op)
     inputs = spec.make_inputs(Case(op, tokens=300 if gpu else 3, hidden=4096 if gpu else 256,
                                    device=device))
-    plan = (mhc_triton.DEFAULT_PLAN if gpu else  # on CPU: 2 splits of 2 chunks, 4 H blocks
-            dataclasses.replace(mhc_triton.DEFAULT_PLAN, block_h=64, split_k_size=512))
-    outputs = {}
+    plan = (mhc_triton.DEFAULT_PLAN if gpu else  # on CPU: 2 splits of 4 chunks, 4 H blocks
+            dataclasses.replace(mhc_triton.DEFAULT_PLAN, block_h=64, split_k_size=512, chunk_k=128))
     forced = []
     chunks = {"a program a chunk": lambda programs, chunks, device: chunks,
               "a program a split": lambda programs, chunks, device: 1}
@@ -50,7 +49,8 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
     def force(name, choose):
         monkeypatch.setattr(mhc_triton, name, lambda *a: forced.append(name) or choose(*a))
 
-    try:
+    def outputs_of_every_shape(n_splits):
+        outputs = {}
         for tile in (mhc_triton.SMALL_BLOCK_T, mhc_triton.DEFAULT_PLAN.block_t):
             for layout, per_split in chunks.items():
                 for parts in (1, 4):
@@ -60,17 +60,23 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
                     mhc_triton.clear_launch_caches()  # launches are kept per shape
                     forced.clear()
                     label = f"{tile}-row tile, {layout}, {parts} program{'s' if parts > 1 else ''} a token"
-                    outputs[label] = spec.run(impl.fn, inputs, plan=plan)
+                    outputs[label] = spec.run(impl.fn, inputs, plan=plan, n_splits=n_splits)
                     assert {"_gemm_block_t", "_chunk_programs", "_h_parts"} <= set(forced), (
                         f"{label}: the call did not ask for its launch shapes ({forced})")
-    finally:  # none of the forced layouts outlives the test
-        mhc_triton.clear_launch_caches()
-    (first_label, first), *others = outputs.items()
-    for label, out in others:
-        for name in spec.outputs:
-            assert torch.equal(out[name], first[name]), (
-                f"{name} with a {label} differs from the {first_label} in "
-                f"{(out[name] != first[name]).sum().item()} of {out[name].numel()} values")
+        return outputs
+
+    # 3 splits: a short last chunk in each split and, in the last split, a chunk with no columns
+    for n_splits in (None, 3):
+        try:
+            outputs = outputs_of_every_shape(n_splits)
+        finally:  # none of the forced layouts outlives the test
+            mhc_triton.clear_launch_caches()
+        (first_label, first), *others = outputs.items()
+        for label, out in others:
+            for name in spec.outputs:
+                assert torch.equal(out[name], first[name]), (
+                    f"n_splits={n_splits}: {name} with a {label} differs from the {first_label} "
+                    f"in {(out[name] != first[name]).sum().item()} of {out[name].numel()} values")
 
 
 @pytest.mark.gpu
