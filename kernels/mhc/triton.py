@@ -86,6 +86,17 @@ _HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
 """How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
 
 
+@triton.jit
+def _partial_row(token, partial, T, n_partials, TOKEN_MAJOR: tl.constexpr):
+    """The scratch row of a token's partial (``_GemmLaunch``), for the GEMM that stores it and
+    the gates kernel that loads it: a token's ``n_partials`` side by side (TOKEN_MAJOR: decode
+    batches, one partial a chunk), else a partial's T tokens. In int64: 2^31 at 67M tokens."""
+    if TOKEN_MAJOR:
+        return token.to(tl.int64) * n_partials + partial
+    else:
+        return partial.to(tl.int64) * T + token
+
+
 @triton.jit(do_not_specialize=["sq_at"])
 def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, T, K, k_per_split, chunk_k, chunks_per_program,
                       N_MIX: tl.constexpr, N_PAD: tl.constexpr, BLOCK_T: tl.constexpr,
@@ -145,10 +156,7 @@ def _rms_gemm_partial(x_ptr, fn_ptr, mix_ptr, sq_at, T, K, k_per_split, chunk_k,
             part_sq += sq
             acc = tl.zeros((BLOCK_T, N_PAD), dtype=tl.float32)
             sq = tl.zeros((BLOCK_T,), dtype=tl.float32)
-    if CHUNK_PROGRAMS > 1:  # a token's partials side by side, for the gates kernel to load
-        mine = rows.to(tl.int64) * tl.num_programs(1) + pid_w
-    else:  # each program's rows side by side, for its stores (large T)
-        mine = pid_w.to(tl.int64) * T + rows  # 2^31 at 67M tokens in int32
+    mine = _partial_row(rows, pid_w, T, tl.num_programs(1), CHUNK_PROGRAMS > 1)
     tl.store(mix_ptr + mine[:, None] * N_PAD + cols[None, :], part,
              mask=row_ok[:, None] & col_ok[None, :])
     tl.store(sq_ptr + mine, part_sq, mask=row_ok)
@@ -200,10 +208,7 @@ def _gates_and_mix(mix_ptr, res_ptr, scale_ptr, base_ptr, out_ptr, post_ptr, com
     ij_ok = i_ok[:, None] & (j < M)[None, :]
     ss = tl.arange(0, SPLITS_PAD)
     s_ok = ss < n_splits
-    if CHUNKS > 1:  # the GEMM's layout (_GemmLaunch)
-        first = t * (n_splits * CHUNKS) + ss * CHUNKS
-    else:
-        first = ss * T + t
+    first = _partial_row(t, ss * CHUNKS, T, n_splits * CHUNKS, CHUNKS > 1)
     rows = mix_ptr + first * N_PAD
     sq = tl.sum(_split_sums(sq_ptr + first, 1, s_ok, CHUNKS), axis=0)
     pre_raw = tl.sum(_split_sums(rows[:, None] + i[None, :], N_PAD,
