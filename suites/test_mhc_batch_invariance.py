@@ -19,12 +19,14 @@ def test_token_output_independent_of_batch(target, record):
 @pytest.mark.implementation("triton")
 @pytest.mark.parametrize("op", ("mhc_pre", "hc_head"))
 def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
-    """The shipped mHC kernels choose three launch shapes by T (kernels.mhc.triton): the GEMM's
+    """The shipped mHC kernels choose four launch shapes by T (kernels.mhc.triton): the GEMM's
     token tile (``_gemm_block_t``, 64 or 128 rows), whether each K chunk writes its own partial
-    (``_chunk_programs``: decode batches) and how many programs share a token's weighted sum
-    (``_h_parts``). A token's outputs would follow the batch unless every combination gives the
-    same bits: each is forced in turn and compared bitwise (on a GPU on bf16 tensor cores)."""
+    (``_chunk_programs``: decode batches), the gates kernel's H tile (``_gates_block_h``) and how
+    many programs share a token's weighted sum (``_h_parts``). A token's outputs would follow the
+    batch unless every combination gives the same bits: each is forced in turn and compared
+    bitwise (on a GPU on bf16 tensor cores)."""
     import dataclasses
+    import itertools
 
     import torch
 
@@ -53,15 +55,19 @@ def test_launch_shapes_chosen_by_T_never_change_a_bit(op, device, monkeypatch):
         outputs = {}
         for tile in (mhc_triton.SMALL_BLOCK_T, mhc_triton.DEFAULT_PLAN.block_t):
             for layout, per_split in chunks.items():
-                for parts in (1, 4):
+                for parts, wide in itertools.product((1, 4), (1, 2)):
                     force("_gemm_block_t", lambda *_, tile=tile: tile)
                     force("_chunk_programs", per_split)
+                    force("_gates_block_h", lambda t, h, plan, head, wide=wide:
+                          min(wide * plan.block_h, mhc_triton.next_power_of_2(h)))
                     force("_h_parts", lambda *_, parts=parts: parts)
                     mhc_triton.clear_launch_caches()  # launches are kept per shape
                     forced.clear()
-                    label = f"{tile}-row tile, {layout}, {parts} program{'s' if parts > 1 else ''} a token"
+                    label = (f"{tile}-row tile, {layout}, gates tile x{wide}, {parts} "
+                             f"program{'s' if parts > 1 else ''} a token")
                     outputs[label] = spec.run(impl.fn, inputs, plan=plan, n_splits=n_splits)
-                    assert {"_gemm_block_t", "_chunk_programs", "_h_parts"} <= set(forced), (
+                    assert {"_gemm_block_t", "_chunk_programs", "_gates_block_h",
+                            "_h_parts"} <= set(forced), (
                         f"{label}: the call did not ask for its launch shapes ({forced})")
         return outputs
 

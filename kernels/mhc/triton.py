@@ -373,6 +373,19 @@ def _block_h(h: int, plan: LaunchPlan) -> int:
     return min(plan.block_h, next_power_of_2(h))
 
 
+WIDE_GATES_MAX_TOKENS = 64
+
+
+def _gates_block_h(tokens: int, h: int, plan: LaunchPlan, head: bool) -> int:
+    """``_gates_and_mix``'s H tile: twice the plan's for mhc_pre up to
+    ``WIDE_GATES_MAX_TOKENS`` tokens, where fewer, wider weighted-sum programs beside the one
+    computing post and comb were faster on the H100; the plan's for larger batches and for
+    hc_head, which were slower so (docs/kernels/mhc.md, "A wider gates tile"). The tile only
+    groups a token's H elements, each computed by the same instructions: the suites force both."""
+    wide = not head and tokens <= WIDE_GATES_MAX_TOKENS
+    return min(_block_h(h, plan) * (2 if wide else 1), next_power_of_2(h))
+
+
 def _h_parts(tokens: int, h_blocks: int, device: torch.device) -> int:
     """Programs per token of ``_gates_and_mix``: one while the tokens alone give two programs an
     SM, else as many (up to one per ``block_h`` chunk of H) as it takes. Each element of
@@ -393,7 +406,7 @@ def _gates_launch(t: int, m: int, h: int, gemm: _GemmLaunch, head: bool, plan: L
     instructions, same bits; on the H100 (2026-11-27) the program of their own took mhc_pre in
     a step from 13.7 to 13.0 us at T=1 and 28.4 to 26.3 at T=256, and cost 5% at T=65536,
     where a token's sum is one program."""
-    block_h = _block_h(h, plan)
+    block_h = _gates_block_h(t, h, plan, head)
     parts = _h_parts(t, cdiv(h, block_h), device)
     h_per_program = cdiv(cdiv(h, block_h), parts) * block_h
     programs = cdiv(h, h_per_program)
