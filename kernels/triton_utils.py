@@ -125,6 +125,18 @@ def div_rn_by_reciprocal(x, d, d_rcp, INTERPRETED: tl.constexpr):
     return tl.math.fma(tl.math.fma(-q, d, x), d_rcp, q)
 
 
+@functools.lru_cache(maxsize=None)
+def e4m3_cast_rounds(device: torch.device) -> bool:
+    """Whether Triton's fp32 -> float8e4nv cast on ``device`` is one correctly rounded
+    instruction: compiled for NVIDIA from SM89 (``cvt.rn.satfinite.e4m3x2.f32``; on the H100 it
+    gave torch's byte for every fp32 in [-448, 448], ``suites/test_fp8_division_exact.py``).
+    Elsewhere a kernel rounds on the bits first (``round_to_e4m3``): the interpreter rounds ties
+    away from zero, and other targets' conversions are not checked here."""
+    from harness.core.device import triton_interpreted
+    return (device.type == "cuda" and torch.version.hip is None and not triton_interpreted()
+            and torch.cuda.get_device_capability(device) >= (8, 9))
+
+
 @triton.jit
 def round_to_e4m3(x):
     """fp32 -> the nearest float8 e4m3fn value (ties to even), still as fp32, for |x| <= 448.

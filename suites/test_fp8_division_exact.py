@@ -3,14 +3,20 @@
 an e4m3 rounding boundary and change the K cache. Here the GPU path is compared bitwise with
 ``div_rn`` on the quotients where that matters: random rows, values placed on and one to three
 ulps around every e4m3 midpoint, and a wide sweep of exponents. The interpreter computes div_rn
-itself (its FMA rounds twice), so this runs on a GPU only."""
+itself (its FMA rounds twice), so this runs on a GPU only.
+
+The quotient is then rounded to e4m3 by the GPU's cast where it rounds to nearest even
+(``e4m3_cast_rounds``), else on the bits: every fp32 from -448 to 448 goes through that step
+(``_to_e4m3`` with a scale of 1) and must give torch's byte."""
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from kernels.triton_utils import div_rn_by_reciprocal
+from kernels.sparse_indexer.spec import NEG_ZERO_FP8
+from kernels.sparse_indexer.triton import _to_e4m3
+from kernels.triton_utils import div_rn_by_reciprocal, e4m3_cast_rounds
 
 pytestmark = [pytest.mark.gpu, pytest.mark.implementation("triton")]
 
@@ -83,3 +89,35 @@ def test_division_by_reciprocal_is_div_rn_bit_for_bit(case):
         f"{int(differ.sum())} of {x.numel()} quotients differ from div_rn; first at {first}: "
         f"x={x[first].tolist()} d={d[first].tolist()} div_rn={exact[first].tolist()} "
         f"by reciprocal={fast[first].tolist()}")
+
+
+@triton.jit
+def _rounded_by_the_quantisers(x_ptr, out_ptr, n, CAST_E4M3: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < n
+    tl.store(out_ptr + i, _to_e4m3(tl.load(x_ptr + i, mask=ok, other=0.0), 1.0, False, CAST_E4M3),
+             mask=ok)
+
+
+E4M3_MAX_BITS = 0x43E00000
+"""448.0 as fp32 bits: the quantisers clamp there, so every fp32 up to it is an input."""
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["positive", "negative"])
+def test_e4m3_rounding_is_torchs_for_every_fp32_up_to_448(sign):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU: the interpreter rounds on the bits, as the CPU suites check")
+    cast = e4m3_cast_rounds(torch.device("cuda"))
+    chunk, bad, first = 1 << 27, 0, []
+    for start in range(0, E4M3_MAX_BITS + 1, chunk):
+        x = torch.arange(start, min(start + chunk, E4M3_MAX_BITS + 1), dtype=torch.int32,
+                         device="cuda").view(torch.float32) * sign
+        ours = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device="cuda")
+        _rounded_by_the_quantisers[(triton.cdiv(x.numel(), 4096),)](x, ours, x.numel(),
+                                                                   CAST_E4M3=cast, BLOCK=4096)
+        a, b = ours.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8)
+        differ = (a.masked_fill(a == NEG_ZERO_FP8, 0) != b.masked_fill(b == NEG_ZERO_FP8, 0))
+        bad += int(differ.sum())
+        first += [(x[i].item(), int(a[i]), int(b[i])) for i in differ.nonzero()[:3].flatten()]
+    assert bad == 0, (f"{bad} fp32 values round to another e4m3 byte than torch's (cast by the GPU: "
+                      f"{cast}); first (x, ours, torch): {first[:5]}")

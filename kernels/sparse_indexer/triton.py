@@ -35,8 +35,8 @@ from harness.core.device import multiprocessors, triton_interpreted, triton_unav
 from harness.core.memo import per_signature
 from harness.core.registry import register
 from kernels.sparse_indexer import validate
-from kernels.triton_utils import (Launch, cdiv, div_rn_by_reciprocal, error_word, next_power_of_2,
-                                  pow2_ceil, round_to_e4m3)
+from kernels.triton_utils import (Launch, cdiv, div_rn_by_reciprocal, e4m3_cast_rounds, error_word,
+                                  next_power_of_2, pow2_ceil, round_to_e4m3)
 
 _INTERPRETED = triton_interpreted()
 """Fixed at import, as Triton's own choice is (see kernels.mhc.triton)."""
@@ -76,10 +76,10 @@ PLANS = (DEFAULT_PLAN, LaunchPlan(block_m=32, block_n=64, warps=8, stages=2, key
 
 
 @triton.jit
-def _quantize(x, UE8M0: tl.constexpr, INTERPRETED: tl.constexpr):
-    """(values as fp32 on the e4m3 grid, scale) of one row ``x`` (fp32)."""
+def _quantize(x, UE8M0: tl.constexpr, INTERPRETED: tl.constexpr, CAST_E4M3: tl.constexpr):
+    """(e4m3 values, scale) of one row ``x`` (fp32)."""
     scale = _row_scale(tl.max(tl.abs(x), axis=0), UE8M0)
-    return _on_grid(x, scale, INTERPRETED), scale
+    return _to_e4m3(x, scale, INTERPRETED, CAST_E4M3), scale
 
 
 @triton.jit
@@ -91,37 +91,42 @@ def _row_scale(amax, UE8M0: tl.constexpr):
 
 
 @triton.jit
-def _on_grid(x, scale, INTERPRETED: tl.constexpr):
-    """``x / scale`` (rounded to nearest) clamped to +-448 and rounded to the e4m3 grid; one
-    division a row (``div_rn_by_reciprocal``)."""
+def _to_e4m3(x, scale, INTERPRETED: tl.constexpr, CAST_E4M3: tl.constexpr):
+    """``x / scale`` (rounded to nearest) clamped to +-448, rounded to e4m3 (ties to even): one
+    division a row (``div_rn_by_reciprocal``); by the cast alone where it rounds so
+    (``CAST_E4M3``: ``e4m3_cast_rounds``), else on the bits first (``round_to_e4m3``)."""
     q = div_rn_by_reciprocal(x, scale, tl.math.div_rn(1.0, scale), INTERPRETED)
-    return round_to_e4m3(tl.minimum(tl.maximum(q, -448.0), 448.0))
+    q = tl.minimum(tl.maximum(q, -448.0), 448.0)
+    if not CAST_E4M3:
+        q = round_to_e4m3(q)
+    return q.to(tl.float8e4nv)
 
 
 @triton.jit
 def _quantize_rows(x_ptr, val_ptr, scale_ptr, D: tl.constexpr, UE8M0: tl.constexpr,
-                   INTERPRETED: tl.constexpr):
+                   INTERPRETED: tl.constexpr, CAST_E4M3: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, D)
     x = tl.load(x_ptr + row * D + d).to(tl.float32)
-    v, scale = _quantize(x, UE8M0, INTERPRETED)
-    tl.store(val_ptr + row * D + d, v.to(tl.float8e4nv))
+    v, scale = _quantize(x, UE8M0, INTERPRETED, CAST_E4M3)
+    tl.store(val_ptr + row * D + d, v)
     tl.store(scale_ptr + row, scale)
 
 
 @triton.jit
-def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr, INTERPRETED: tl.constexpr):
+def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr, INTERPRETED: tl.constexpr,
+                CAST_E4M3: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, D)
-    v, scale = _quantize(tl.load(q_ptr + row * D + d).to(tl.float32), True, INTERPRETED)
-    tl.store(val_ptr + row * D + d, v.to(tl.float8e4nv))
+    v, scale = _quantize(tl.load(q_ptr + row * D + d).to(tl.float32), True, INTERPRETED, CAST_E4M3)
+    tl.store(val_ptr + row * D + d, v)
     tl.store(w_out_ptr + row, tl.load(w_ptr + row) * scale * c)
 
 
 @triton.jit(do_not_specialize=["err_slot", "n_tokens"])
 def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, err_ptr, err_slot, n_tokens, n_slots,
                       BS: tl.constexpr, D: tl.constexpr, UE8M0: tl.constexpr,
-                      TOKENS: tl.constexpr, INTERPRETED: tl.constexpr):
+                      TOKENS: tl.constexpr, INTERPRETED: tl.constexpr, CAST_E4M3: tl.constexpr):
     """TOKENS tokens a program (``CACHE_WRITE_TOKENS``: one a program left the H100 at 24-27%
     of a same-size copy at T=65536). Error code 1: a slot below -1, 2: a slot past the cache
     (neither is written); the error word names the token."""
@@ -134,12 +139,13 @@ def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, err_ptr, err_slot, n_tokens, n
         tl.atomic_max(err_ptr + err_slot, word)
     write = t_ok & (slot >= 0) & (slot < n_slots)
     d = tl.arange(0, D)
-    x = tl.load(k_ptr + ts[:, None] * D + d[None, :], mask=write[:, None], other=0.0)
+    x = tl.load(k_ptr + ts[:, None] * D + d[None, :], mask=write[:, None], other=0.0,
+                eviction_policy="evict_first")  # read once: keep L2 for the cache's lines
     x = x.to(tl.float32)
     scale = _row_scale(tl.max(tl.abs(x), axis=1), UE8M0)
     block_base = cache_ptr + (slot // BS) * (BS * (D + 4))
     vals = (block_base + (slot % BS) * D).to(tl.pointer_type(tl.float8e4nv))
-    tl.store(vals[:, None] + d[None, :], _on_grid(x, scale[:, None], INTERPRETED).to(tl.float8e4nv),
+    tl.store(vals[:, None] + d[None, :], _to_e4m3(x, scale[:, None], INTERPRETED, CAST_E4M3),
              mask=write[:, None])
     scales = (block_base + BS * D).to(tl.pointer_type(tl.float32))
     tl.store(scales + slot % BS, scale, mask=write)
@@ -346,7 +352,7 @@ def fp8_quantize_k(k, scale_fmt=None):
     scale = torch.empty(n, dtype=torch.float32, device=k.device)
     if n:
         _quantize_rows[(n,)](k.contiguous(), values, scale, D=d, UE8M0=scale_fmt == "ue8m0",
-                             INTERPRETED=_INTERPRETED)
+                             INTERPRETED=_INTERPRETED, CAST_E4M3=e4m3_cast_rounds(k.device))
     return values, scale
 
 
@@ -360,16 +366,14 @@ def fp8_quantize_q(q, weights, softmax_scale):
     if m:
         c = float(torch.tensor(float(softmax_scale) * heads ** -0.5, dtype=torch.float32))
         _quantize_q[(m * heads,)](q.contiguous(), weights.contiguous(), values, w_out, c, D=d,
-                                    INTERPRETED=_INTERPRETED)
+                                    INTERPRETED=_INTERPRETED, CAST_E4M3=e4m3_cast_rounds(q.device))
     return values, w_out
 
 
 CACHE_WRITE_TOKENS = 8
 CACHE_WRITE_WARPS = 2
-"""Tokens and warps per program of the K-cache write (16 elements a thread). On the H100
-(2026-11-27, CUDA-graph replays, % of a copy kernel moving the same bytes, 4 to 32 tokens and 1
-to 8 warps timed, division by reciprocal): T=64 98%, T=4096 88%, T=65536 78%, against 105%, 87%
-and 55% for the former 4 tokens and 4 warps; the sweep is in docs/kernels/sparse_indexer.md."""
+"""Tokens and warps per program of the K-cache write (16 elements a thread): the fastest of 4 to
+32 tokens by 1 to 8 warps on the H100 (docs/kernels/sparse_indexer.md has the sweeps)."""
 
 
 @register("indexer_k_quant_and_cache", "triton", **_HERE)
@@ -394,6 +398,7 @@ def _quant_call(k, kv_cache, slot_mapping, quant_block_size, scale_fmt) -> tuple
     return Launch(_quant_into_cache, (cdiv(tokens, CACHE_WRITE_TOKENS),), (tokens, n_slots),
                   dict(BS=block_size, D=k.shape[1], UE8M0=scale_fmt == "ue8m0",
                        TOKENS=CACHE_WRITE_TOKENS, INTERPRETED=_INTERPRETED,
+                       CAST_E4M3=e4m3_cast_rounds(k.device),
                        num_warps=CACHE_WRITE_WARPS)), _slot_errors(n_slots)
 
 
