@@ -43,8 +43,10 @@ def test_dependent_launches_are_asked_for_only_where_they_exist(hip, capability,
 
 @pytest.mark.gpu
 @pytest.mark.implementation("triton")
-@pytest.mark.parametrize("tokens", (1, 64), ids=["next-released-early", "next-released-late"])
-def test_chained_calls_under_pdl_give_the_bits_of_plain_launches(tokens, monkeypatch):
+@pytest.mark.parametrize("tokens, early", [(1, True), (64, True), (32, False), (256, False)],
+                         ids=["T1-next-released-early", "T64-next-released-early",
+                              "T32-next-released-late", "T256-next-released-late"])
+def test_chained_calls_under_pdl_give_the_bits_of_plain_launches(tokens, early, monkeypatch):
     import torch
 
     from harness.core.cases import Case
@@ -54,6 +56,9 @@ def test_chained_calls_under_pdl_give_the_bits_of_plain_launches(tokens, monkeyp
     from kernels.mhc import triton as mhc_triton
 
     op = "mhc_fused_post_pre"
+    assert mhc_triton._next_early(tokens, head=False) is early, (
+        f"mhc_pre no longer releases the next kernel {'early' if early else 'late'} at T={tokens}: "
+        "pick this case's T from kernels.mhc.triton._next_early again")
     spec, fn = get_spec(op), records(op)["triton"].fn
     inputs = spec.make_inputs(Case(op, tokens=tokens, hidden=7168, device="cuda", seed=3))
     args = list(spec.arguments(inputs))

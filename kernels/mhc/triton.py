@@ -271,11 +271,15 @@ def _post_mix(x_ptr, res_ptr, post_ptr, comb_ptr, out_ptr, H,
     release_next_kernel(PDL, NEXT_EARLY)
 
 
-def _next_early(tokens: int) -> bool:
-    """Whether the GEMM and the gates kernel release the next kernel at their start (PDL): only
-    while programs are few. With more, the next kernel's programs are placed beside this
-    kernel's and slow both (docs/kernels/mhc.md, "Dependent launches")."""
-    return tokens <= 16
+def _next_early(tokens: int, head: bool) -> bool:
+    """Whether the GEMM and the gates kernel release the next kernel at their start (PDL) rather
+    than at their end: where that was faster per call in a captured step on the H100, hc_head up
+    to T=256 and mhc_pre up to T=16 and from T=48 to 192. Elsewhere the next kernel's programs,
+    placed beside this kernel's while it runs, slowed both (docs/kernels/mhc.md, "Dependent
+    launches" and "Early release by op and T")."""
+    if head:
+        return tokens <= 256
+    return tokens <= 16 or 48 <= tokens <= 192
 
 
 SMALL_BLOCK_T = 64
@@ -331,7 +335,7 @@ class _GemmLaunch:
 
 
 @functools.lru_cache(maxsize=1024)
-def _gemm_launch(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchPlan,
+def _gemm_launch(t: int, k: int, n_mix: int, n_splits: int | None, head: bool, plan: LaunchPlan,
                  device: torch.device) -> _GemmLaunch:
     """The GEMM's launch geometry and scratch layout, once per shape and plan."""
     if n_splits is None:
@@ -351,15 +355,15 @@ def _gemm_launch(t: int, k: int, n_mix: int, n_splits: int | None, plan: LaunchP
         dict(N_MIX=n_mix, N_PAD=n_pad, BLOCK_T=block_t, BLOCK_K=plan.block_k,
              CHUNK_PROGRAMS=programs, PRECISION=plan.precision, INTERPRETED=_INTERPRETED,
              num_warps=plan.gemm_warps, num_stages=plan.gemm_stages,
-             **dependent_launch(device, _next_early(t))))
+             **dependent_launch(device, _next_early(t, head))))
     return _GemmLaunch(launch, rows * (n_pad + 1), rows * n_pad, n_splits, programs, n_pad)
 
 
 def _rms_gemm(x: torch.Tensor, fn: torch.Tensor, n_splits: int | None,
-              plan: LaunchPlan = DEFAULT_PLAN) -> tuple[torch.Tensor, _GemmLaunch]:
-    """The first kernel on ``x [T, K]``: the scratch buffer and the launch that says its
-    layout."""
-    gemm = _gemm_launch(*x.shape, fn.shape[0], _splits(n_splits), plan, x.device)
+              plan: LaunchPlan = DEFAULT_PLAN, head: bool = False) -> tuple[torch.Tensor, _GemmLaunch]:
+    """The first kernel on ``x [T, K]`` (of mhc_pre, or with ``head`` hc_head): the scratch
+    buffer and the launch that says its layout."""
+    gemm = _gemm_launch(*x.shape, fn.shape[0], _splits(n_splits), head, plan, x.device)
     return gemm(x, fn.contiguous()), gemm
 
 
@@ -416,7 +420,7 @@ def _gates_launch(t: int, m: int, h: int, gemm: _GemmLaunch, head: bool, plan: L
                   dict(SPLITS_PAD=next_power_of_2(gemm.n_splits), CHUNKS=gemm.chunks, M=m,
                        M_PAD=next_power_of_2(m), N_PAD=gemm.n_pad, HEAD=head, BLOCK_H=block_h,
                        num_warps=plan.epilogue_warps,
-                       **dependent_launch(device, _next_early(t))))
+                       **dependent_launch(device, _next_early(t, head))))
 
 
 def _gates(scratch, gemm: _GemmLaunch, streams, hc_scale, hc_base, out, post, comb, eps: tuple,
@@ -452,7 +456,7 @@ def _mix_call(streams: torch.Tensor, fn: torch.Tensor, m: int, h: int, n_splits:
               head: bool, plan: LaunchPlan) -> _MixCall:
     lead = tuple(streams.shape[:-2])
     t = streams.numel() // (m * h)
-    gemm = _gemm_launch(t, m * h, fn.shape[0], n_splits, plan, streams.device)
+    gemm = _gemm_launch(t, m * h, fn.shape[0], n_splits, head, plan, streams.device)
     gates = _gates_launch(t, m, h, gemm, head, plan, streams.device)
     return _MixCall(t, (*lead, h), (*lead, m, 1), (*lead, m, m), gemm, gates)
 
