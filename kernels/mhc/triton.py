@@ -22,12 +22,13 @@ handoff, token chunks sized for L2, slice groups, fused post+pre) and their figu
 
 Batch invariance by construction: the split of K and the K tile come from the call's launch
 plan (``LaunchPlan``) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
-is the same whatever else is in the batch. Two launch shapes do follow T, because neither changes
+is the same whatever else is in the batch. Four launch shapes do follow T, because none changes
 a row's arithmetic: the GEMM's token tile (``_gemm_block_t``: 64 rows while 128 would leave the
-SMs short of programs) and the number of programs a token's weighted sum is spread over
-(``_h_parts``: a decode batch would otherwise walk H with one program a token). Both shapes are
-run against each other bitwise by the suites, and the batch-invariance detector compares T=1
-with large batches. A different plan changes only the order of the GEMM's fp32 additions: the knob
+SMs short of programs), a program per K chunk or per split (``_chunk_programs``), the gates
+kernel's H tile (``_gates_block_h``) and the number of programs a token's weighted sum is spread
+over (``_h_parts``: a decode batch would otherwise walk H with one program a token). Every
+combination is run against the others bitwise by the suites, and the batch-invariance detector
+compares T=1 with large batches. A different plan changes only the order of the GEMM's fp32 additions: the knob
 ``plan`` is swept by the config-invariance detector (PLANS).
 """
 
