@@ -43,6 +43,14 @@ class Launch:
 
 
 
+def compiled_for_nvidia(device: torch.device, capability: tuple) -> bool:
+    """Whether kernels on ``device`` are compiled by Triton's NVIDIA backend for a GPU of at least
+    ``capability``: not the interpreter, not ROCm (whose MI300 reports capability 9.4)."""
+    from harness.core.device import triton_interpreted
+    return (device.type == "cuda" and torch.version.hip is None and not triton_interpreted()
+            and tuple(torch.cuda.get_device_capability(device)) >= capability)
+
+
 @functools.lru_cache(maxsize=None)
 def dependent_launch(device: torch.device, next_early: bool = False) -> dict:
     """Launch options of a kernel that begins with ``wait_for_previous_kernel`` and ends with
@@ -50,10 +58,7 @@ def dependent_launch(device: torch.device, next_early: bool = False) -> dict:
     (SM90) on, compiled; off elsewhere (AMD, older GPUs, the interpreter, the CPU), where the
     same kernel is an ordinary launch. ``next_early``: release the next kernel at this one's
     start rather than its end (docs/kernels/mhc.md, "Dependent launches", says when it pays)."""
-    from harness.core.device import triton_interpreted
-    on = (gdc_wait is not None and device.type == "cuda" and torch.version.hip is None
-          and not triton_interpreted() and torch.cuda.get_device_capability(device)[0] >= 9)
-    if not on:
+    if gdc_wait is None or not compiled_for_nvidia(device, (9, 0)):
         return {"PDL": False, "NEXT_EARLY": False}
     return {"PDL": True, "NEXT_EARLY": next_early, "launch_pdl": True}
 
@@ -132,9 +137,7 @@ def e4m3_cast_rounds(device: torch.device) -> bool:
     gave torch's byte for every fp32 in [-448, 448], ``suites/test_fp8_division_exact.py``).
     Elsewhere a kernel rounds on the bits first (``round_to_e4m3``): the interpreter rounds ties
     away from zero, and other targets' conversions are not checked here."""
-    from harness.core.device import triton_interpreted
-    return (device.type == "cuda" and torch.version.hip is None and not triton_interpreted()
-            and torch.cuda.get_device_capability(device) >= (8, 9))
+    return compiled_for_nvidia(device, (8, 9))
 
 
 @triton.jit

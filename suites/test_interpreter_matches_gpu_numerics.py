@@ -116,3 +116,29 @@ def test_interpreter_speed_up_changes_no_bit(op, case):
     for a, b in zip(fast, shipped, strict=True):
         assert torch.equal(a.view(torch.uint8) if a.dtype.is_floating_point else a,
                            b.view(torch.uint8) if b.dtype.is_floating_point else b)
+
+
+@pytest.mark.parametrize("hip, capability, interpreted, want", [
+    (None, (9, 0), False, True),     # Hopper, compiled: one cvt.rn.satfinite.e4m3x2.f32
+    (None, (8, 9), False, True),     # Ada
+    (None, (8, 0), False, False),    # Ampere: no e4m3 conversion instruction
+    ("6.4", (9, 4), False, False),   # ROCm (MI300 reads as 9.4): its conversion is not checked
+    (None, (9, 0), True, False),     # the interpreter rounds ties away from zero
+], ids=["sm90", "sm89", "sm80", "rocm", "interpreter"])
+def test_e4m3_cast_trusted_only_where_it_rounds_to_nearest_even(hip, capability, interpreted, want,
+                                                                 monkeypatch):
+    """The fp8 quantisers skip their bit-level rounding only where Triton's cast is the GPU's
+    round-to-nearest-even instruction (``kernels.triton_utils.e4m3_cast_rounds``); anywhere else a
+    value on a rounding boundary would land on the other e4m3 neighbour."""
+    from harness.core import device as core_device
+    from kernels import triton_utils
+
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(core_device, "triton_interpreted", lambda: interpreted)
+    triton_utils.e4m3_cast_rounds.cache_clear()
+    try:
+        assert triton_utils.e4m3_cast_rounds(torch.device("cuda", 0)) is want
+        assert triton_utils.e4m3_cast_rounds(torch.device("cpu")) is False
+    finally:
+        triton_utils.e4m3_cast_rounds.cache_clear()
