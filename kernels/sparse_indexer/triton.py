@@ -127,9 +127,9 @@ def _quantize_q(q_ptr, w_ptr, val_ptr, w_out_ptr, c, D: tl.constexpr, INTERPRETE
 def _quant_into_cache(k_ptr, cache_ptr, slot_ptr, err_ptr, err_slot, n_tokens, n_slots,
                       BS: tl.constexpr, D: tl.constexpr, UE8M0: tl.constexpr,
                       TOKENS: tl.constexpr, INTERPRETED: tl.constexpr, CAST_E4M3: tl.constexpr):
-    """TOKENS tokens a program (``CACHE_WRITE_TOKENS``: one a program left the H100 at 24-27%
-    of a same-size copy at T=65536). Error code 1: a slot below -1, 2: a slot past the cache
-    (neither is written); the error word names the token."""
+    """TOKENS tokens a program (``CACHE_WRITE_TOKENS``; one a program was a quarter of a copy's
+    speed at large T: docs/kernels/sparse_indexer.md). Error code 1: a slot below -1, 2: a slot
+    past the cache (neither is written); the error word names the token."""
     ts = tl.program_id(0).to(tl.int64) * TOKENS + tl.arange(0, TOKENS)
     t_ok = ts < n_tokens
     slot = tl.load(slot_ptr + ts, mask=t_ok, other=-1).to(tl.int64)
