@@ -13,7 +13,11 @@ mhc_fused_post_pre: x, residual in, new residual and layer_input out). The row
 ``ms`` replays a graph holding one call, so it includes the graph's launch latency (the meta
 line ``one-kernel graph us`` gives it for a graph of one fill kernel). ``--decode`` adds
 ``in step us``: the time per call of STEP_CALLS calls captured back to back in one graph, each
-on inputs and weights of its own, as a captured decode step runs them.
+on inputs and weights of its own, as a captured decode step runs them. ``between others us``
+is the same with a cuBLAS GEMM (``OTHER_KERNEL``) after each call, less those GEMMs alone: a
+call between foreign kernels, as the fused op and mhc_post run in DeepSeek-V4 (mhc_pre and
+hc_head follow mhc_post there). docs/kernels/mhc.md, "Between other kernels", says how the two
+columns differ and why.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ DECODE_TOKENS = (1, 4, 16, 64, 128, 256)
 STEP_CALLS = 16
 """Calls per captured graph in ``--decode``'s ``in step us`` column, each on its own inputs and
 weights (DeepSeek-V4 makes 122 mHC calls per decode step, in one graph)."""
+
+OTHER_KERNEL = 512
+"""``between others us``: each call is followed by ``[T, H] @ [H, OTHER_KERNEL]`` in bf16 on a
+weight of its own, a stand-in for the attention and expert GEMMs between a model's mHC calls."""
 
 
 def ideal_bytes(op: str, t: int, h: int, m: int = STREAMS) -> int:
@@ -82,6 +90,27 @@ def _step_calls(op: str, impl: str, t: int, hidden: int) -> list:
     return calls
 
 
+def _other_kernels(t: int, hidden: int) -> list:
+    """STEP_CALLS of ``OTHER_KERNEL``'s GEMMs, each on operands of its own, each run once
+    eagerly: cuBLAS sets up its handle and workspace outside a capture, not inside one."""
+    def gemm(seed: int):
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        a = torch.randn(t, hidden, device="cuda", dtype=torch.bfloat16, generator=gen)
+        w = torch.randn(hidden, OTHER_KERNEL, device="cuda", dtype=torch.bfloat16, generator=gen)
+        return lambda: torch.mm(a, w)
+    others = [gemm(seed) for seed in range(STEP_CALLS)]
+    for other in others:
+        other()
+    return others
+
+
+def per_call_between_others(calls: list, others: list) -> float:
+    """Per-call ms of ``calls`` each followed by one of ``others`` in one graph, less ``others``
+    alone in one graph."""
+    pairs = [lambda call=call, other=other: (call(), other()) for call, other in zip(calls, others)]
+    return per_call_in_step(pairs) - per_call_in_step(others)
+
+
 def main(argv=None) -> pd.DataFrame:
     ap = parser(__doc__)
     ap.add_argument("--hidden", type=int, default=7168)
@@ -116,7 +145,10 @@ def main(argv=None) -> pd.DataFrame:
                        "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host,
                        "bare us": bare}
                 if args.decode:
-                    row["in step us"] = 1e3 * per_call_in_step(_step_calls(op, name, t, args.hidden))
+                    calls = _step_calls(op, name, t, args.hidden)
+                    row["in step us"] = 1e3 * per_call_in_step(calls)
+                    row["between others us"] = 1e3 * per_call_between_others(
+                        calls, _other_kernels(t, args.hidden))
                     row["kernels (us)"] = ", ".join(f"{_short(k)} {v:.1f}" for k, v in
                                                     kernel_times(fn).head(3).items())
                 rows.append(row)
