@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import (PEERS, copy_bandwidth, emit, mma_roofline, need_gpu, parser,  # noqa: E402
+from common import (PEERS, copy_bandwidth, emit, host_columns, mma_roofline, need_gpu, parser,  # noqa: E402
                     runnable, time_ms, timed, with_ratios, with_same_size_copy)
 
 from harness.core.cases import Case  # noqa: E402
@@ -107,14 +107,14 @@ def _time_all(op: str, label: str, inputs: dict, work: float, unit: str) -> list
     args = get_spec(op).arguments(inputs)
     for name, impl in runnable(records(op), (*SHIPPED, *PEERS)).items():
         try:
-            ms, how, host, bare = timed(lambda fn=impl.fn: fn(*args), rep=50)
+            timing = timed(lambda fn=impl.fn: fn(*args), rep=50)
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
             rows.append({"op": op, "shape": label, "impl": name, "note": "OOM"})
             continue
-        rows.append({"op": op, "shape": label, "impl": name, "ms": ms,
-                     "figure": work / ms / (1e9 if unit == "TFLOP/s" else 1e6), "unit": unit,
-                     "timing": how, "host us": host, "bare us": bare})
+        rows.append({"op": op, "shape": label, "impl": name, "ms": timing.ms,
+                     "figure": work / timing.ms / (1e9 if unit == "TFLOP/s" else 1e6),
+                     "unit": unit, "timing": timing.timing, **host_columns(timing)})
     return rows
 
 

@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import (PEERS, copy_bandwidth, emit, kernel_times, need_gpu, parser,  # noqa: E402
+from common import (PEERS, copy_bandwidth, emit, host_columns, kernel_times, need_gpu, parser,  # noqa: E402
                     per_call_in_step, runnable, timed, with_ratios, with_same_size_copy)
 
 from harness.core.cases import Case  # noqa: E402
@@ -136,14 +136,14 @@ def main(argv=None) -> pd.DataFrame:
             nbytes = ideal_bytes(op, t, args.hidden)
             for name, fn in call.items():
                 try:
-                    ms, how, host, bare = timed(fn)
+                    timing = timed(fn)
                 except torch.OutOfMemoryError:
                     torch.cuda.empty_cache()
                     rows.append({"op": op, "shape": f"T={t}", "impl": name, "note": "OOM"})
                     continue
-                row = {"op": op, "shape": f"T={t}", "impl": name, "ms": ms,
-                       "figure": nbytes / ms / 1e6, "unit": "GB/s", "timing": how, "host us": host,
-                       "bare us": bare}
+                row = {"op": op, "shape": f"T={t}", "impl": name, "ms": timing.ms,
+                       "figure": nbytes / timing.ms / 1e6, "unit": "GB/s", "timing": timing.timing,
+                       **host_columns(timing)}
                 if args.decode:
                     calls = _step_calls(op, name, t, args.hidden)
                     row["in step us"] = 1e3 * per_call_in_step(calls)

@@ -28,8 +28,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import (Timing, copy_bandwidth, emit, kernel_times, need_gpu, parser,  # noqa: E402
-                    timed, with_ratios, with_same_size_copy)
+from common import (Timing, copy_bandwidth, emit, host_columns, kernel_times, need_gpu,  # noqa: E402
+                    parser, timed, with_ratios, with_same_size_copy)
 
 from harness.core.registry import implementations  # noqa: E402
 from kernels.topk import triton as tk  # noqa: E402
@@ -64,10 +64,10 @@ def main(argv=None) -> pd.DataFrame:
         timings = {"torch": _bench(lambda: logits.topk(k, dim=1)),
                    "triton op": _bench(lambda: triton_decode(logits, 1, seq_lens, idx, r, n, 1, k)),
                    "triton kernels": _bench(_kernels_only(logits, seq_lens, idx, r, n, k))}
-        for name, (ms, how, host, bare) in timings.items():
+        for name, timing in timings.items():
             rows.append({"op": "top_k_per_row_decode", "shape": f"{r}x{n} k={k} {data}",
-                         "impl": name, "ms": ms, "figure": r * n * 4 / ms / 1e6,
-                         "unit": "GB/s", "timing": how, "host us": host, "bare us": bare})
+                         "impl": name, "ms": timing.ms, "figure": r * n * 4 / timing.ms / 1e6,
+                         "unit": "GB/s", "timing": timing.timing, **host_columns(timing)})
     df = with_ratios(with_same_size_copy(pd.DataFrame(rows)), {"GB/s": copy}, peers=("torch",))
     emit("bench_topk", df, {"copy GB/s": copy}, args.json)
     return df

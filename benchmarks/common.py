@@ -6,7 +6,8 @@ Every row carries its ``figure`` in its ``unit`` (GB/s or TFLOP/s), the ``limit`
 measured here, ``% of limit``, and one ``x vs PEER`` column per peer (peer time / this time:
 above 1 is faster than the peer); GB/s rows also carry ``% of same-size copy``, the limit at
 the call's own size. Rows of Triton kernels carry ``host us`` (one eager call on this host),
-``bare us`` (the same kernels launched with the same arguments and nothing else) and
+``bare us`` (the same kernels launched with the same arguments and nothing else, through
+``JITFunction.run``), ``launcher us`` (the same through the compiled kernels' own launchers) and
 ``host / bare``.
 """
 
@@ -59,6 +60,15 @@ class Timing(NamedTuple):
     bare_us: float
     """Host time of launching the same Triton kernels with the same arguments and nothing else
     (``bare_launches``): the floor ``host_us`` is held to. NaN for a call that launches none."""
+    launcher_us: float
+    """The same launches through the compiled kernels' own launchers (``launcher_launches``),
+    which the registered ops use after a call's first launch: NaN where they cannot."""
+
+
+def host_columns(timing: Timing) -> dict:
+    """A row's host-time columns."""
+    return {"host us": timing.host_us, "bare us": timing.bare_us,
+            "launcher us": timing.launcher_us}
 
 
 def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
@@ -70,16 +80,19 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     from harness.detectors.cuda_graph import capture
 
     host_us = _host_us(fn)
-    bare = bare_launches(fn)
+    launches = _recorded_launches(fn)
+    bare, launcher = bare_launches(fn, launches), launcher_launches(launches)
     bare_us = _host_us(bare) if bare is not None else float("nan")
+    launcher_us = _host_us(launcher) if launcher is not None else float("nan")
     graph = torch.cuda.CUDAGraph()
     try:
         capture(graph, fn)
     except Exception:
         deferred.forget_captured()
-        return Timing(eager_ms(fn, warmup, rep), "eager", host_us, bare_us)
+        return Timing(eager_ms(fn, warmup, rep), "eager", host_us, bare_us, launcher_us)
     try:
-        return Timing(_replayed_median_ms(graph, warmup, rep), "graph", host_us, bare_us)
+        return Timing(_replayed_median_ms(graph, warmup, rep), "graph", host_us, bare_us,
+                      launcher_us)
     finally:
         deferred.forget_captured()
 
@@ -115,48 +128,84 @@ def per_call_in_step(calls: list[Callable[[], object]], warmup: int = 10,
         deferred.forget_captured()
 
 
-def bare_launches(fn: Callable[[], object]) -> Callable[[], None] | None:
-    """The Triton launches one call of ``fn`` makes, recorded (kernel, grid, arguments) and
-    replayed through ``JITFunction.run`` with nothing around them: no argument checks, no output
-    allocation, no launch-plan work. None when ``fn`` launches no Triton kernel."""
+def _recorded_launches(fn: Callable[[], object]) -> list:
+    """(kernel, arguments, grid, options, compiled kernel) of each Triton launch one call of
+    ``fn`` makes, every one through ``JITFunction.run``."""
     from triton.runtime.jit import JITFunction
+
+    from kernels import launch_cache
 
     launches = []
     run = JITFunction.run
 
     def recording(self, *args, grid, warmup, **kwargs):
-        launches.append((self, args, grid, kwargs))
-        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        compiled = run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        launches.append((self, args, grid, kwargs, compiled))
+        return compiled
 
     JITFunction.run = recording
     try:
-        fn()
+        with launch_cache.through_jit():
+            fn()
     finally:
         JITFunction.run = run
     torch.cuda.synchronize()
+    return launches
+
+
+def bare_launches(fn: Callable[[], object], launches: list | None = None) -> Callable[[], None] | None:
+    """The Triton launches one call of ``fn`` makes, recorded (kernel, grid, arguments) and
+    replayed through ``JITFunction.run`` with nothing around them: no argument checks, no output
+    allocation, no launch-plan work. None when ``fn`` launches no Triton kernel."""
+    from triton.runtime.jit import JITFunction
+
+    launches = _recorded_launches(fn) if launches is None else launches
     if not launches:
         return None
+    run = JITFunction.run
 
     def replay():
-        for kernel, args, grid, kwargs in launches:
+        for kernel, args, grid, kwargs, _ in launches:
             run(kernel, *args, grid=grid, warmup=False, **kwargs)
     return replay
 
 
-def _host_us(fn: Callable[[], object]) -> float:
-    """Host time per eager call, after one call that compiles (about 50 ms of calls, 2 to 20)."""
+def launcher_launches(launches: list) -> Callable[[], None] | None:
+    """The same launches through the compiled kernels' own launchers, arguments bound once: the
+    floor of any launch from Python (``kernels.launch_cache``). None where that module does not
+    launch so (another Triton, ROCm) or a grid is a function."""
+    from kernels import launch_cache
+
+    if not launches or not launch_cache.usable() or any(callable(g) for _, _, g, _, _ in launches):
+        return None
+    direct = [(launch_cache.CompiledLaunch(kernel, compiled, grid, len(args), kwargs), args)
+              for kernel, args, grid, kwargs, compiled in launches]
+
+    def replay():
+        device = launch_cache.current_device()
+        for launch, args in direct:
+            launch(device, args)
+    return replay
+
+
+def _host_us(fn: Callable[[], object], rounds: int = 5) -> float:
+    """Host time per eager call, after one call that compiles: the best of ``rounds`` rounds of
+    about 10 ms of calls (2 to 200), the GPU drained between rounds. One round of a few calls
+    read up to 1.6x apart for the same op on the H100 host of 2026-11-27."""
     fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
     fn()
-    calls = max(2, min(20, int(0.05 / max(time.perf_counter() - start, 1e-6))))
+    calls = max(2, min(200, int(0.01 / max(time.perf_counter() - start, 1e-6))))
+    best = float("inf")
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host_us = (time.perf_counter() - start) / calls * 1e6
-    torch.cuda.synchronize()
-    return host_us
+    return best
 
 
 def _replays_ms(graph: torch.cuda.CUDAGraph, flush: torch.Tensor, n: int) -> list[float]:

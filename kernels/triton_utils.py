@@ -7,6 +7,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import launch_cache
+
 try:
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 except ImportError:  # a Triton build without NVIDIA's extras: PDL is never asked for there
@@ -31,15 +33,26 @@ class Launch:
     """One kernel launch as a call's shapes fix it, built once per shape or call signature: the
     grid, the scalar arguments that follow the call's own arguments, and the constexprs and
     launch options. Calling it is ``kernel[grid](*args, *scalars, *after, **constexprs)``
-    without rebuilding any of them (``JITFunction.run`` is what ``kernel[grid]`` calls)."""
+    without rebuilding any of them (``JITFunction.run`` is what ``kernel[grid]`` calls). The
+    kernels that call compiled are kept by what they were specialised on and launched again
+    directly (``kernels.launch_cache``)."""
     kernel: object
     grid: tuple
     scalars: tuple
     constexprs: dict
+    compiled: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def __call__(self, *args, after: tuple = ()) -> None:
-        self.kernel.run(*args, *self.scalars, *after, grid=self.grid, warmup=False,
-                        **self.constexprs)
+        key = launch_cache.call_key(args, after) if launch_cache.usable() else None
+        if key is not None:
+            found = self.compiled.get(key)
+            if found is not None:
+                return found(key[0], (*args, *self.scalars, *after))
+        values = (*args, *self.scalars, *after)
+        compiled = self.kernel.run(*values, grid=self.grid, warmup=False, **self.constexprs)
+        if key is not None and launch_cache.specialisation_key(self.scalars) is not None:
+            self.compiled[key] = launch_cache.CompiledLaunch(
+                self.kernel, compiled, self.grid, len(values), self.constexprs)
 
 
 
