@@ -403,35 +403,57 @@ def _quant_call(k, kv_cache, slot_mapping, quant_block_size, scale_fmt) -> tuple
 
 
 def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPlan):
-    validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, values=False)
-    k, k_scale = kv
-    m, heads, d = q.shape
-    n = k.shape[0]
-    out = torch.empty((m, n), dtype=torch.float32, device=q.device)
-    if m:
-        rule = "windows must satisfy 0 <= ks <= ke <= N={n}: row {row} has "
-        explain = deferred.explainer({1: rule + "ke < ks", 2: rule + "ks < 0", 3: rule + "ke > N"},
-                                     n=n)
-        errors = deferred.claim(q.device, explain)
-        launch_mqa(q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
-                   weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, exact, plan, errors)
-        deferred.launched(*errors, explain)
+    out_shape, launch, explain = _mqa_call(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact, plan)
+    out = torch.empty(out_shape, dtype=torch.float32, device=q.device)
+    if launch is not None:
+        k, k_scale = kv
+        words, slot = deferred.claim(q.device, explain)
+        launch(q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
+               weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, words, slot)
+        deferred.launched(words, slot, explain)
     return out
+
+
+@per_signature
+def _mqa_call(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPlan) -> tuple:
+    """The prefill op's checks (shapes and dtypes: the windows are checked in the kernel), output
+    shape, launch and error messages, once per call signature (as ``_quant_call``)."""
+    validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, values=False)
+    (m, heads, d), n = q.shape, kv[0].shape[0]
+    if not m:
+        return (m, n), None, None
+    return (m, n), mqa_launch(m, n, heads, d, exact, plan, q.device), _window_errors(n)
+
+
+@functools.lru_cache(maxsize=256)
+def _window_errors(n: int):
+    """The prefill op's error messages, built once per key count."""
+    rule = "windows must satisfy 0 <= ks <= ke <= N={n}: row {row} has "
+    return deferred.explainer({1: rule + "ke < ks", 2: rule + "ks < 0", 3: rule + "ke > N"}, n=n)
+
+
+@functools.lru_cache(maxsize=256)
+def mqa_launch(m: int, n: int, heads: int, d: int, exact: bool, plan: LaunchPlan,
+               device: torch.device) -> Launch:
+    """The prefill logits kernel's launch for ``m`` queries of ``heads`` x ``d`` over ``n``
+    keys; called with (q, k, k_scale, weights, ks, ke, out, error words, error index)."""
+    halves = plan.key_halves or key_halves_for(m, n, plan, device)
+    n_blocks = max(1, cdiv(n, halves * plan.block_n))
+    return Launch(_PREFILL_KERNELS[halves], (cdiv(m, plan.block_m) * n_blocks,),
+                  (m, n, heads, n_blocks),
+                  dict(D=d, BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact),
+                       num_warps=plan.warps, num_stages=plan.stages))
 
 
 def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPlan,
                errors=None) -> None:
-    """The prefill logits kernel alone, on contiguous arguments (what the op and the tuner
-    time); ``errors`` = (words, index) of the window error word (a scratch word when None)."""
+    """The prefill logits kernel alone, on contiguous arguments (what the tuner times);
+    ``errors`` = (words, index) of the window error word (a scratch word when None)."""
     (m, heads, d), n = q.shape, k.shape[0]
     words, slot = errors if errors is not None else (
         torch.zeros(1, dtype=torch.int32, device=q.device), 0)
-    halves = plan.key_halves or key_halves_for(m, n, plan, q.device)
-    n_blocks = max(1, cdiv(n, halves * plan.block_n))
-    _PREFILL_KERNELS[halves][(cdiv(m, plan.block_m) * n_blocks,)](
-        q, k, k_scale, weights, ks, ke, out, words, slot, m, n, heads, n_blocks, D=d,
-        BM=plan.block_m, BN=plan.block_n, DOT=_dot_mode(exact), num_warps=plan.warps,
-        num_stages=plan.stages)
+    mqa_launch(m, n, heads, d, exact, plan, q.device)(q, k, k_scale, weights, ks, ke, out, words,
+                                                      slot)
 
 
 WIDE_FROM_WAVES = 8
