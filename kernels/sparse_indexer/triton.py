@@ -408,7 +408,7 @@ def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPl
     if launch is not None:
         k, k_scale = kv
         words, slot = deferred.claim(q.device, explain)
-        launch(q.contiguous(), k.contiguous(), k_scale.reshape(-1).contiguous(),
+        launch(q.contiguous(), k.contiguous(), k_scale.contiguous(),  # the kernel reads it flat
                weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, words, slot)
         deferred.launched(words, slot, explain)
     return out
