@@ -346,28 +346,47 @@ _ACCUMULATION = "fp32" if triton_interpreted() else "fp8-mma"
 @register("fp8_quantize_k", "triton", **_HERE,
           batch_invariant=True)
 def fp8_quantize_k(k, scale_fmt=None):
-    validate.check_quantize_k(k, scale_fmt)
+    launch = _quantize_k_call(k, scale_fmt)
     n, d = k.shape
     values = torch.empty((n, d), dtype=validate.FP8, device=k.device)
     scale = torch.empty(n, dtype=torch.float32, device=k.device)
-    if n:
-        _quantize_rows[(n,)](k.contiguous(), values, scale, D=d, UE8M0=scale_fmt == "ue8m0",
-                             INTERPRETED=_INTERPRETED, CAST_E4M3=e4m3_cast_rounds(k.device))
+    if launch is not None:
+        launch(k.contiguous(), values, scale)
     return values, scale
+
+
+@per_signature
+def _quantize_k_call(k, scale_fmt) -> Launch | None:
+    """The K quantiser's checks and launch, once per call signature."""
+    validate.check_quantize_k(k, scale_fmt)
+    n, d = k.shape
+    return Launch(_quantize_rows, (n,), (),
+                  dict(D=d, UE8M0=scale_fmt == "ue8m0", INTERPRETED=_INTERPRETED,
+                       CAST_E4M3=e4m3_cast_rounds(k.device))) if n else None
 
 
 @register("fp8_quantize_q", "triton", **_HERE,
           batch_invariant=True)
 def fp8_quantize_q(q, weights, softmax_scale):
-    validate.check_quantize_q(q, weights, softmax_scale)
-    m, heads, d = q.shape
+    launch = _quantize_q_call(q, weights, softmax_scale)
     values = torch.empty_like(q, dtype=validate.FP8)
     w_out = torch.empty_like(weights)
-    if m:
-        c = float(torch.tensor(float(softmax_scale) * heads ** -0.5, dtype=torch.float32))
-        _quantize_q[(m * heads,)](q.contiguous(), weights.contiguous(), values, w_out, c, D=d,
-                                    INTERPRETED=_INTERPRETED, CAST_E4M3=e4m3_cast_rounds(q.device))
+    if launch is not None:
+        launch(q.contiguous(), weights.contiguous(), values, w_out)
     return values, w_out
+
+
+@per_signature
+def _quantize_q_call(q, weights, softmax_scale) -> Launch | None:
+    """The Q quantiser's checks and launch, with its weight multiplier rounded to fp32, once per
+    call signature (a plain ``softmax_scale`` is keyed by value; a tensor one is not kept)."""
+    validate.check_quantize_q(q, weights, softmax_scale)
+    m, heads, d = q.shape
+    if not m:
+        return None
+    c = float(torch.tensor(float(softmax_scale) * heads ** -0.5, dtype=torch.float32))
+    return Launch(_quantize_q, (m * heads,), (c,),
+                  dict(D=d, INTERPRETED=_INTERPRETED, CAST_E4M3=e4m3_cast_rounds(q.device)))
 
 
 CACHE_WRITE_TOKENS = 8
