@@ -17,7 +17,8 @@ on inputs and weights of its own, as a captured decode step runs them. ``between
 is the same with a cuBLAS GEMM (``OTHER_KERNEL``) after each call, less those GEMMs alone: a
 call between foreign kernels, as the fused op and mhc_post run in DeepSeek-V4 (mhc_pre and
 hc_head follow mhc_post there). docs/kernels/mhc.md, "Between other kernels", says how the two
-columns differ and why.
+columns differ and why. ``copy in step us`` is their limit: a copy of the row's ideal bytes,
+per call among STEP_CALLS captured back to back, each on buffers of its own.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import (PEERS, copy_bandwidth, emit, host_columns, kernel_times, need_gpu, parser,  # noqa: E402
-                    per_call_in_step, runnable, timed, with_ratios, with_same_size_copy)
+from common import (PEERS, copy_bandwidth, copy_per_call_in_step, emit, host_columns,  # noqa: E402
+                    kernel_times, need_gpu, parser, per_call_in_step, runnable, timed, with_ratios,
+                    with_same_size_copy)
 
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
@@ -123,7 +125,7 @@ def main(argv=None) -> pd.DataFrame:
         args.tokens = list(DECODE_TOKENS)
     need_gpu("bench_mhc")
     copy = copy_bandwidth()
-    rows = []
+    rows, step_copies = [], {}
     for op in args.ops:
         spec = get_spec(op)
         impls = runnable(records(op), ("triton", *PEERS))
@@ -147,6 +149,9 @@ def main(argv=None) -> pd.DataFrame:
                 if args.decode:
                     calls = _step_calls(op, name, t, args.hidden)
                     row["in step us"] = 1e3 * per_call_in_step(calls)
+                    if nbytes not in step_copies:
+                        step_copies[nbytes] = 1e3 * copy_per_call_in_step(nbytes, STEP_CALLS)
+                    row["copy in step us"] = step_copies[nbytes]
                     row["between others us"] = 1e3 * per_call_between_others(
                         calls, _other_kernels(t, args.hidden))
                     row["kernels (us)"] = ", ".join(f"{_short(k)} {v:.1f}" for k, v in

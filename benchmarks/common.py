@@ -287,6 +287,19 @@ def with_same_size_copy(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def copy_per_call_in_step(nbytes: int, calls: int) -> float:
+    """ms per copy of ``nbytes`` (half read, half written) among ``calls`` copies captured back
+    to back, each on buffers of its own: the memory floor of a call that must move ``nbytes``
+    inside a captured step, where ``per_call_in_step`` times the call itself."""
+    words = max(1, nbytes // 8)
+    grid = (triton.cdiv(words, _COPY_BLOCK),)
+    buffers = [(torch.empty(words, dtype=torch.int32, device="cuda"),
+                torch.empty(words, dtype=torch.int32, device="cuda")) for _ in range(calls)]
+    return per_call_in_step([
+        lambda src=src, dst=dst: _copy_kernel[grid](src, dst, words, BLOCK=_COPY_BLOCK, num_warps=4)
+        for src, dst in buffers])
+
+
 _COPY_BLOCK = 4096
 
 
