@@ -86,7 +86,7 @@ class LaunchPlan:
     target_programs: int = 1024
     candidate_budget: int = 1 << 23
     finish_programs: int = 512
-    slice_min: int = 4096
+    slice_min: int = 2048
     long_warps: int = 4
     row_bits: bool = True
     filter_regs: int | None = 64
