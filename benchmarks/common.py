@@ -274,11 +274,7 @@ def with_same_size_copy(df: pd.DataFrame) -> pd.DataFrame:
 
     def copy_ms(nbytes: int) -> float:
         if nbytes not in copies:
-            words = max(1, nbytes // 8)
-            src = torch.empty(words, dtype=torch.int32, device="cuda")
-            dst = torch.empty_like(src)
-            copies[nbytes] = time_ms(lambda: _copy_kernel[(triton.cdiv(words, _COPY_BLOCK),)](
-                src, dst, words, BLOCK=_COPY_BLOCK, num_warps=4))
+            copies[nbytes] = time_ms(_same_size_copy(nbytes))
         return copies[nbytes]
 
     df["% of same-size copy"] = [
@@ -288,16 +284,20 @@ def with_same_size_copy(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def copy_per_call_in_step(nbytes: int, calls: int) -> float:
-    """ms per copy of ``nbytes`` (half read, half written) among ``calls`` copies captured back
-    to back, each on buffers of its own: the memory floor of a call that must move ``nbytes``
-    inside a captured step, where ``per_call_in_step`` times the call itself."""
+    """ms per copy of ``nbytes`` among ``calls`` copies captured back to back, each on buffers
+    of its own: the memory floor of a call that must move ``nbytes`` inside a captured step,
+    where ``per_call_in_step`` times the call itself."""
+    return per_call_in_step([_same_size_copy(nbytes) for _ in range(calls)])
+
+
+def _same_size_copy(nbytes: int) -> Callable[[], None]:
+    """A launch of the copy kernel moving ``nbytes`` (half read, half written) between buffers
+    of its own."""
     words = max(1, nbytes // 8)
+    src = torch.empty(words, dtype=torch.int32, device="cuda")
+    dst = torch.empty_like(src)
     grid = (triton.cdiv(words, _COPY_BLOCK),)
-    buffers = [(torch.empty(words, dtype=torch.int32, device="cuda"),
-                torch.empty(words, dtype=torch.int32, device="cuda")) for _ in range(calls)]
-    return per_call_in_step([
-        lambda src=src, dst=dst: _copy_kernel[grid](src, dst, words, BLOCK=_COPY_BLOCK, num_warps=4)
-        for src, dst in buffers])
+    return lambda: _copy_kernel[grid](src, dst, words, BLOCK=_COPY_BLOCK, num_warps=4)
 
 
 _COPY_BLOCK = 4096
