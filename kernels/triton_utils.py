@@ -43,17 +43,16 @@ class Launch:
     compiled: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def __call__(self, *args, after: tuple = ()) -> None:
+        values = (*args, *self.scalars, *after)
         key = launch_cache.call_key(args, after) if launch_cache.usable() else None
         if key is not None:
             found = self.compiled.get(key)
             if found is not None:
-                return found(key[0], (*args, *self.scalars, *after))
-        values = (*args, *self.scalars, *after)
+                return found(key[0], values)
         compiled = self.kernel.run(*values, grid=self.grid, warmup=False, **self.constexprs)
         if key is not None and launch_cache.specialisation_key(self.scalars) is not None:
             self.compiled[key] = launch_cache.CompiledLaunch(
                 self.kernel, compiled, self.grid, len(values), self.constexprs)
-
 
 
 def compiled_for_nvidia(device: torch.device, capability: tuple) -> bool:
