@@ -58,8 +58,9 @@ class LaunchPlan:
     tensor cores; any other value is passed to ``tl.dot`` (the tuner's "tf32x3"). ``block_t`` is
     the GEMM's token tile where the grid fills the GPU (``_gemm_block_t``). The gates kernel
     runs on ``epilogue_warps`` for mhc_pre (one warp: Sinkhorn's reductions need no shared
-    memory) and ``head_warps`` for hc_head, which has no Sinkhorn and whose weighted sum gains
-    from more loads in flight (docs/kernels/mhc.md, "hc_head's gates kernel on four warps")."""
+    memory) and ``head_epilogue_warps`` for hc_head, which has no Sinkhorn and whose weighted
+    sum gains from more loads in flight (docs/kernels/mhc.md, "hc_head's gates kernel on four
+    warps")."""
     block_t: int = 128
     block_k: int = 64
     gemm_warps: int = 4
@@ -69,7 +70,7 @@ class LaunchPlan:
     chunk_k: int = 256
     block_h: int = 1024
     epilogue_warps: int = 1
-    head_warps: int = 4
+    head_epilogue_warps: int = 4
     post_warps: int = 4
 
 
@@ -77,7 +78,7 @@ DEFAULT_PLAN = LaunchPlan()
 PLANS = (
     DEFAULT_PLAN,
     LaunchPlan(block_t=64, block_k=32, gemm_warps=8, gemm_stages=2, split_k_size=1024,
-               block_h=256, epilogue_warps=4, head_warps=1, post_warps=8),
+               block_h=256, epilogue_warps=4, head_epilogue_warps=1, post_warps=8),
 )
 """The knob ``plan`` of the registered ops: smaller tiles, another split size and other warp
 counts must give the default's results within tolerance."""
@@ -424,7 +425,7 @@ def _gates_launch(t: int, m: int, h: int, gemm: _GemmLaunch, head: bool, plan: L
                   (gemm.sq_at, t, h, h_per_program, gemm.n_splits, gates_part),
                   dict(SPLITS_PAD=next_power_of_2(gemm.n_splits), CHUNKS=gemm.chunks, M=m,
                        M_PAD=next_power_of_2(m), N_PAD=gemm.n_pad, HEAD=head, BLOCK_H=block_h,
-                       num_warps=plan.head_warps if head else plan.epilogue_warps,
+                       num_warps=plan.head_epilogue_warps if head else plan.epilogue_warps,
                        **dependent_launch(device, _next_early(t, head))))
 
 
