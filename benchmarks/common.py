@@ -5,7 +5,7 @@ report, one flat record per row, so runs can be concatenated and plotted over ti
 Every row carries its ``figure`` in its ``unit`` (GB/s or TFLOP/s), the ``limit`` of that unit
 measured here, ``% of limit``, and one ``x vs PEER`` column per peer (peer time / this time:
 above 1 is faster than the peer); GB/s rows also carry ``% of same-size copy``, the limit at
-the call's own size. Rows of Triton kernels carry ``host us`` (one eager call on this host),
+the call's own size. Rows of Triton kernels carry ``host us`` (per eager call on this host),
 ``bare us`` (the same kernels launched with the same arguments and nothing else, through
 ``JITFunction.run``), ``launcher us`` (the same through the compiled kernels' own launchers) and
 ``host / bare``.
@@ -79,11 +79,9 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     from harness.core import deferred
     from harness.detectors.cuda_graph import capture
 
-    host_us = _host_us(fn)
     launches = _recorded_launches(fn)
-    bare, launcher = bare_launches(fn, launches), launcher_launches(launches)
-    bare_us = _host_us(bare) if bare is not None else float("nan")
-    launcher_us = _host_us(launcher) if launcher is not None else float("nan")
+    host_us, bare_us, launcher_us = _host_us_each(
+        (fn, bare_launches(fn, launches), launcher_launches(launches)))
     graph = torch.cuda.CUDAGraph()
     try:
         capture(graph, fn)
@@ -188,22 +186,33 @@ def launcher_launches(launches: list) -> Callable[[], None] | None:
     return replay
 
 
-def _host_us(fn: Callable[[], object], rounds: int = 5) -> float:
-    """Host time per eager call, after one call that compiles: the best of ``rounds`` rounds of
-    about 10 ms of calls (2 to 200), the GPU drained between rounds. One round of a few calls
-    read up to 1.6x apart for the same op on the H100 host of 2026-11-27."""
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    calls = max(2, min(200, int(0.01 / max(time.perf_counter() - start, 1e-6))))
-    best = float("inf")
-    for _ in range(rounds):
+def _host_us_each(fns: tuple, rounds: int = 5) -> list[float]:
+    """Host time per eager call of each of ``fns`` (NaN for None), after one call that compiles:
+    the best of ``rounds`` rounds of about 10 ms of calls (2 to 200), the GPU drained between
+    rounds (one round of a few calls read up to 1.6x apart for the same op on the H100 host of
+    2026-11-27). The rounds take turns across ``fns``, so that the host's drift (its clock,
+    other processes) weighs on each alike and the ratios of their times compare like with
+    like."""
+    counts = []
+    for fn in fns:
+        if fn is None:
+            counts.append(0)
+            continue
+        fn()
         torch.cuda.synchronize()
         start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+        fn()
+        counts.append(max(2, min(200, int(0.01 / max(time.perf_counter() - start, 1e-6)))))
+    best = [float("inf") if fn is not None else float("nan") for fn in fns]
+    for _ in range(rounds):
+        for i, (fn, calls) in enumerate(zip(fns, counts)):
+            if fn is None:
+                continue
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - start) / calls * 1e6)
     torch.cuda.synchronize()
     return best
 
