@@ -193,21 +193,10 @@ def _host_us_each(fns: tuple, rounds: int = 5) -> list[float]:
     2026-11-27). The rounds take turns across ``fns``, so that the host's drift (its clock,
     other processes) weighs on each alike and the ratios of their times compare like with
     like."""
-    counts = []
-    for fn in fns:
-        if fn is None:
-            counts.append(0)
-            continue
-        fn()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        counts.append(max(2, min(200, int(0.01 / max(time.perf_counter() - start, 1e-6)))))
-    best = [float("inf") if fn is not None else float("nan") for fn in fns]
+    live = [(i, fn, _calls_in_10_ms(fn)) for i, fn in enumerate(fns) if fn is not None]
+    best = [float("nan") if fn is None else float("inf") for fn in fns]
     for _ in range(rounds):
-        for i, (fn, calls) in enumerate(zip(fns, counts)):
-            if fn is None:
-                continue
+        for i, fn, calls in live:
             torch.cuda.synchronize()
             start = time.perf_counter()
             for _ in range(calls):
@@ -215,6 +204,15 @@ def _host_us_each(fns: tuple, rounds: int = 5) -> list[float]:
             best[i] = min(best[i], (time.perf_counter() - start) / calls * 1e6)
     torch.cuda.synchronize()
     return best
+
+
+def _calls_in_10_ms(fn: Callable[[], object]) -> int:
+    """How many eager calls of ``fn`` take about 10 ms (2 to 200), after one that compiles."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    return max(2, min(200, int(0.01 / max(time.perf_counter() - start, 1e-6))))
 
 
 def _replays_ms(graph: torch.cuda.CUDAGraph, flush: torch.Tensor, n: int) -> list[float]:
