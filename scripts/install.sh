@@ -18,6 +18,7 @@ step() {  # step NAME: the time since the previous step
   echo "install: $1 ($(( now - step_began )) s)"
   step_began=$now
 }
+"$PY" scripts/check_disk.py
 if [ "${HARNESS_KEEP_TORCH:-0}" = "0" ] && ! "$PY" -c 'import torch' 2>/dev/null; then
   "${PIP[@]}" "torch==2.13.0"
 fi
