@@ -3,8 +3,8 @@
 pip's own failure ("[Errno 28] No space left on device") comes minutes in and leaves a broken
 environment; this says where the space is short, by how much, and what to do. The sizes are what
 a fresh install put in site-packages (2026-11-28: torch 0.75 GB, triton 0.65, vLLM 0.9, the rest
-1.4), rounded up; a package already importable needs nothing. pip unpacks the largest wheels in
-the temp folder on the way, hence the extra 1 GB there.
+1.4, counted as missing while pandas is), rounded up; a package already importable needs
+nothing. pip unpacks the largest wheels in the temp folder on the way, hence the extra 1 GB there.
 """
 import importlib.util
 import os
