@@ -6,11 +6,11 @@ a fresh install put in site-packages (2026-11-28: torch 0.75 GB, triton 0.65, vL
 1.4, counted as missing while pandas is), rounded up; a package already importable needs
 nothing. pip unpacks the largest wheels in the temp folder on the way, hence the extra 1 GB there.
 """
-import importlib.util
 import os
 import shutil
 import sys
 import tempfile
+from importlib.util import find_spec
 
 GB_BY_PACKAGE = {"torch": 0.8, "triton": 0.7, "vllm": 0.9, "pandas": 1.4}
 TEMP_GB = 1.0
@@ -18,7 +18,7 @@ TEMP_GB = 1.0
 
 def needed() -> dict[str, float]:
     """GB needed under each folder the install writes to."""
-    site = sum(gb for mod, gb in GB_BY_PACKAGE.items() if importlib.util.find_spec(mod) is None)
+    site = sum(gb for mod, gb in GB_BY_PACKAGE.items() if find_spec(mod) is None)
     if not site:
         return {}
     tmp = tempfile.gettempdir()

@@ -365,20 +365,20 @@ def test_the_progress_line_estimates_by_earlier_durations():
 
 
 def test_an_install_short_of_disk_stops_before_it_starts(monkeypatch, capsys):
-    import importlib.util as iu
+    import importlib.util
     import pathlib
-    import shutil
+    import types
 
     path = pathlib.Path(__file__).parents[1] / "scripts" / "check_disk.py"
-    spec = iu.spec_from_file_location("check_disk", path)
-    check_disk = iu.module_from_spec(spec)
+    spec = importlib.util.spec_from_file_location("check_disk", path)
+    check_disk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check_disk)
-    monkeypatch.setattr(check_disk.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(check_disk, "find_spec", lambda name: None)
     need = check_disk.needed()
     assert sum(need.values()) == pytest.approx(sum(check_disk.GB_BY_PACKAGE.values()) + 1.0)
 
     def free(gb):
-        return lambda where: shutil._ntuple_diskusage(10**12, 10**12 - int(gb * 1e9), int(gb * 1e9))
+        return lambda where: types.SimpleNamespace(free=int(gb * 1e9))
 
     monkeypatch.setattr(check_disk.shutil, "disk_usage", free(0.3))
     assert check_disk.main() == 1
@@ -386,5 +386,5 @@ def test_an_install_short_of_disk_stops_before_it_starts(monkeypatch, capsys):
     assert "0.3 GB free" in err and "run scripts/install.sh again" in err
     monkeypatch.setattr(check_disk.shutil, "disk_usage", free(50))
     assert check_disk.main() == 0
-    monkeypatch.setattr(check_disk.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(check_disk, "find_spec", lambda name: object())
     assert check_disk.needed() == {}
