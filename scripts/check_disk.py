@@ -7,7 +7,7 @@ a fresh install put in site-packages (2026-11-28: torch 0.75 GB, triton 0.65, vL
 nothing. pip unpacks the largest wheels in the temp folder on the way, hence the extra 1 GB there.
 """
 import os
-import shutil
+from shutil import disk_usage
 import sys
 import tempfile
 from importlib.util import find_spec
@@ -29,7 +29,7 @@ def needed() -> dict[str, float]:
 
 def main() -> int:
     for where, gb in needed().items():
-        free = shutil.disk_usage(where).free / 1e9
+        free = disk_usage(where).free / 1e9
         if free < gb:
             print(f"install: only {free:.1f} GB free under {where}; this install needs about "
                   f"{gb:.1f} GB there. Free some space (old virtual environments, ~/.cache/pip), "

@@ -380,11 +380,11 @@ def test_an_install_short_of_disk_stops_before_it_starts(monkeypatch, capsys):
     def free(gb):
         return lambda where: types.SimpleNamespace(free=int(gb * 1e9))
 
-    monkeypatch.setattr(check_disk.shutil, "disk_usage", free(0.3))
+    monkeypatch.setattr(check_disk, "disk_usage", free(0.3))
     assert check_disk.main() == 1
     err = capsys.readouterr().err
     assert "0.3 GB free" in err and "run scripts/install.sh again" in err
-    monkeypatch.setattr(check_disk.shutil, "disk_usage", free(50))
+    monkeypatch.setattr(check_disk, "disk_usage", free(50))
     assert check_disk.main() == 0
     monkeypatch.setattr(check_disk, "find_spec", lambda name: object())
     assert check_disk.needed() == {}
