@@ -7,10 +7,10 @@ a fresh install put in site-packages (2026-11-28: torch 0.75 GB, triton 0.65, vL
 nothing. pip unpacks the largest wheels in the temp folder on the way, hence the extra 1 GB there.
 """
 import os
-from shutil import disk_usage
 import sys
 import tempfile
 from importlib.util import find_spec
+from shutil import disk_usage
 
 GB_BY_PACKAGE = {"torch": 0.8, "triton": 0.7, "vllm": 0.9, "pandas": 1.4}
 TEMP_GB = 1.0
