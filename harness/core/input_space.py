@@ -1,5 +1,5 @@
-"""An op's input space: the value distributions, sizes and metadata it is judged on, as named
-cells of three axes, declared once in the op's spec (``OpSpec.input_space``).
+"""An op's input space: the value distributions, sizes, metadata, layouts and call sequences it is
+judged on, as named cells of five axes, declared once in the op's spec (``OpSpec.input_space``).
 
 A cell says which cases belong to it (``when``: case parameter -> the values, or a predicate,
 that select it), what those inputs are and which bug they stand for, and in which profiles the
@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable, Mapping
 
-AXES = ("values", "sizes", "metadata")
+AXES = ("values", "sizes", "metadata", "layouts", "calls")
+"""``layouts``: the views real callers pass (strided, sliced, offset); ``calls``: runs of calls
+with the same shapes (state carried from one call to the next)."""
 PROFILES = ("smoke", "ci", "nightly", "full")
 GPU_PROFILES = ("ci", "nightly", "full")
 CASE_FIELDS = ("tokens", "hidden")
