@@ -5,7 +5,9 @@ answers ``/v1/models``; ``/v1/completions`` returns a fixed GSM8K-style answer (
 that is not JSON (``malformed``), another answer whenever a second request is in flight
 (``overlap``: a serving fault that shows only under concurrency, such as a batch-dependent
 kernel), or exits the process after N completions (``--die-after``). Asked with ``logprobs=N``,
-it returns them, one token a character.
+it returns them, one token a character; ``--logprobs-fault nan|truncated`` breaks them (NaN
+everywhere, or the first 3 tokens of the text only), ``--fail-logprobs N`` answers the first N
+requests with logprobs with an HTTP 500 (a transient server error).
 """
 
 import argparse
@@ -38,8 +40,10 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--mode", default="ok", choices=["ok", "malformed", "overlap"])
     ap.add_argument("--die-after", type=int, default=0)
+    ap.add_argument("--logprobs-fault", choices=["nan", "truncated"])
+    ap.add_argument("--fail-logprobs", type=int, default=0)
     args = ap.parse_args()
-    served = {"n": 0, "in_flight": 0}
+    served = {"n": 0, "in_flight": 0, "failed": 0}
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -63,6 +67,10 @@ def main():
                 print("fake server: dying as asked", flush=True)
                 os._exit(3)
             served["n"] += 1
+            if request.get("logprobs") and served["failed"] < args.fail_logprobs:
+                served["failed"] += 1
+                self.send_error(500, "fake server: a transient error, as asked")
+                return
             if args.mode == "malformed":
                 self._send(b"<html>upstream error</html>", "text/html")
                 return
@@ -78,9 +86,14 @@ def main():
                 served["in_flight"] -= 1
             text = ANSWER_UNDER_OVERLAP if args.mode == "overlap" and overlapped else ANSWER
             top_n = request.get("logprobs")
+            lps = logprobs_of(text, int(top_n)) if top_n else None
+            if lps and args.logprobs_fault == "nan":
+                lps["token_logprobs"] = [float("nan")] * len(lps["tokens"])
+                lps["top_logprobs"] = [{k: float("nan") for k in t} for t in lps["top_logprobs"]]
+            elif lps and args.logprobs_fault == "truncated":
+                lps = {k: v[:3] for k, v in lps.items()}
             self._send(json.dumps({"object": "text_completion", "choices": [
-                {"index": i, "text": text, "finish_reason": "stop",
-                 "logprobs": logprobs_of(text, int(top_n)) if top_n else None}
+                {"index": i, "text": text, "finish_reason": "stop", "logprobs": lps}
                 for i in range(len(prompts))]}).encode())
 
     ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()

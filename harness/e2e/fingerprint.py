@@ -21,8 +21,10 @@ import subprocess
 
 UNKNOWN = "unknown"
 KEYS = ("server_kind", "server_version", "model_sha256", "machine", "cpu", "cpu_flags",
-        "cpu_count", "gpu", "system_info")
+        "cpu_count", "gpu", "system_info", "server_settings")
 SERVER_PACKAGES = {"llama-cpp": "llama_cpp_python", "vllm": "vllm"}
+ABSENT = {"server_settings": "n/a"}
+"""What a key recorded before it existed stands for (llama.cpp's settings are not recorded)."""
 
 
 @functools.cache
@@ -39,6 +41,10 @@ def model_sha256(server_cmd: list[str] | None) -> str:
     if not server_cmd or "--model" not in server_cmd[:-1]:
         return UNKNOWN
     path = pathlib.Path(server_cmd[server_cmd.index("--model") + 1])
+    if path.is_dir():
+        from harness.e2e.vllm_cpu import folder_sha256
+
+        return folder_sha256(path)
     if not path.is_file():
         return f"name:{path}"
     st = path.stat()
@@ -85,17 +91,28 @@ def collect(server_kind: str, server_cmd: list[str] | None,
     """The fingerprint of a server launched here; attached servers get ``unknown`` hardware."""
     if server_cmd is None:
         return {key: UNKNOWN for key in KEYS} | {"server_kind": server_kind}
-    package = SERVER_PACKAGES.get(server_kind)
-    try:
-        version = importlib.metadata.version(package) if package else UNKNOWN
-    except importlib.metadata.PackageNotFoundError:
-        version = UNKNOWN
+    from harness.e2e import vllm_cpu
+
+    settings = "n/a"
+    if server_kind == "vllm" and vllm_cpu.is_vllm_python(server_cmd):
+        version = vllm_cpu.version(server_cmd[0])
+        settings = vllm_cpu.settings_of(server_cmd)
+    else:
+        package = SERVER_PACKAGES.get(server_kind)
+        try:
+            version = importlib.metadata.version(package) if package else UNKNOWN
+        except importlib.metadata.PackageNotFoundError:
+            version = UNKNOWN
     cpu, flags = _cpuinfo()
     return {"server_kind": server_kind, "server_version": version,
             "model_sha256": model_sha256(server_cmd), "machine": platform.machine(),
             "cpu": cpu, "cpu_flags": flags, "cpu_count": str(os.cpu_count()), "gpu": _gpus(),
             "system_info": (system_info(server_log) or UNKNOWN) if server_kind == "llama-cpp"
-            else "n/a"}
+            else "n/a", "server_settings": settings}
+
+
+def _value(fp: dict, key: str) -> str:
+    return str(fp.get(key, ABSENT.get(key, UNKNOWN)))
 
 
 def differences(golden: dict | None, run: dict | None) -> list[str]:
@@ -106,7 +123,7 @@ def differences(golden: dict | None, run: dict | None) -> list[str]:
         return ["this run has no fingerprint"]
     out = []
     for key in KEYS:
-        a, b = str(golden.get(key, UNKNOWN)), str(run.get(key, UNKNOWN))
+        a, b = _value(golden, key), _value(run, key)
         if a == UNKNOWN or b == UNKNOWN:
             out.append(f"{key} unknown")
         elif a != b:
@@ -114,9 +131,12 @@ def differences(golden: dict | None, run: dict | None) -> list[str]:
     return out
 
 
-BUILD_KEYS = ("server_kind", "server_version", "model_sha256", "gpu", "system_info")
+BUILD_KEYS = ("server_kind", "server_version", "model_sha256", "gpu", "system_info",
+              "server_settings")
 """What decides the arithmetic a server does: its build and version, the model file, the GPU,
-and (llama.cpp) the instruction set its kernels were built for. The CPU's name, flags and count
+(llama.cpp) the instruction set its kernels were built for, and (vLLM) the settings of
+harness.e2e.vllm_cpu.SETTINGS (dtype, batch size, eager mode; extra ``--vllm-arg`` flags are
+not: they stand for a change under test). The CPU's name, flags and count
 do not: clean reruns on 1 and 2 threads gave identical logprobs (docs/e2e-drift.md)."""
 
 
@@ -125,7 +145,7 @@ def same_build(golden: dict | None, run: dict | None) -> bool:
     value known and equal, llama.cpp's instruction-set line included)."""
     if not golden or not run:
         return False
-    values = [(str(golden.get(k, UNKNOWN)), str(run.get(k, UNKNOWN))) for k in BUILD_KEYS]
+    values = [(_value(golden, k), _value(run, k)) for k in BUILD_KEYS]
     return all(a == b and a not in (UNKNOWN, "") for a, b in values)
 
 

@@ -26,10 +26,10 @@ import json
 import pathlib
 from typing import Any
 
+from harness.e2e import golden_schema
 from harness.e2e.drift import Continuation, DriftError, DriftLimits
 
-METRICS = ("strict-match", "flexible-extract")
-REQUIRED = ("name", "model", "server", "hardware", "date", "source", "task", "metrics")
+METRICS = golden_schema.METRICS
 DEFAULT_JUDGE = {"alpha": 0.01, "max_drop": 0.02, "max_changed_fraction": None}
 GOLDEN_DIR = pathlib.Path(__file__).resolve().parents[2] / "golden" / "gsm8k"
 
@@ -44,63 +44,24 @@ def _fail(path, msg: str):
 
 
 def validate(data: Any, path: Any = "<memory>") -> dict:
-    if not isinstance(data, dict):
-        _fail(path, "top level must be a JSON object")
-    missing = [k for k in REQUIRED if k not in data]
-    if missing:
-        _fail(path, f"missing field(s) {', '.join(missing)}")
-    task = data["task"]
-    if not isinstance(task, dict) or not isinstance(task.get("num_fewshot"), int):
-        _fail(path, "task.num_fewshot must be an integer")
-    metrics = data["metrics"]
-    if not isinstance(metrics, dict) or not metrics:
-        _fail(path, "metrics must name at least one of " + ", ".join(METRICS))
-    for name, m in metrics.items():
-        if name not in METRICS:
-            _fail(path, f"unknown metric {name!r}; use {', '.join(METRICS)}")
-        acc, n = m.get("acc") if isinstance(m, dict) else None, m.get("n") if isinstance(m, dict) else None
-        if not isinstance(acc, (int, float)) or not 0 <= acc <= 1:
-            _fail(path, f"metrics.{name}.acc must be a number in [0, 1], got {acc!r}")
-        if not isinstance(n, int) or n <= 0:
-            _fail(path, f"metrics.{name}.n must be a positive integer, got {n!r}")
-    per_q = data.get("per_question")
-    if per_q is not None:
-        if not isinstance(per_q, list) or not per_q:
-            _fail(path, "per_question must be a non-empty list or null")
-        for i, q in enumerate(per_q):
-            if not isinstance(q, dict) or "doc_id" not in q or any(m not in q for m in metrics):
-                _fail(path, f"per_question[{i}] needs doc_id and {', '.join(metrics)}")
-        for name, m in metrics.items():
-            if m["n"] != len(per_q):
-                _fail(path, f"metrics.{name}.n={m['n']} but per_question has {len(per_q)} entries")
-    _validate_logprobs(data.get("logprobs"), path)
-    if data.get("fingerprint") is not None and not isinstance(data["fingerprint"], dict):
-        _fail(path, "fingerprint must be an object (see harness/e2e/fingerprint.py) or absent")
+    """``data`` checked against the one golden schema (harness.e2e.golden_schema), with the judge
+    defaults filled in; a GoldenError naming every bad field otherwise."""
+    problems = golden_schema.check(data)
+    if problems:
+        _fail(path, "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more"
+                                               if len(problems) > 6 else ""))
     judge = {**DEFAULT_JUDGE, **(data.get("judge") or {})}
-    if not 0 < judge["alpha"] < 0.5:
-        _fail(path, f"judge.alpha must be in (0, 0.5), got {judge['alpha']}")
     if judge.get("drift") is not None:
         try:
             DriftLimits.from_settings(judge["drift"], "golden")
         except (TypeError, ValueError) as exc:
             _fail(path, f"judge.drift: {exc}")
-    return {**data, "judge": judge}
-
-
-def _validate_logprobs(records: Any, path: Any) -> None:
-    """``logprobs``: question id -> compact continuation record (harness.e2e.drift), or absent
-    (an accuracy-only golden: drift cannot be judged against it)."""
-    if records is None:
-        return
-    if not isinstance(records, dict) or not records:
-        _fail(path, "logprobs must be an object of question id -> record, or absent")
-    for qid, rec in records.items():
+    for qid, rec in (data.get("logprobs") or {}).items():
         try:
             Continuation.from_compact(rec)
         except DriftError as exc:
             _fail(path, f"logprobs[{qid!r}]: {exc}")
-
-
+    return {**data, "judge": judge}
 
 
 def resolve(name_or_path: str) -> pathlib.Path:
@@ -125,8 +86,9 @@ def load(name_or_path: str) -> dict:
 
 
 def from_level(level: dict, meta: dict, name: str, source: str, notes: str = "",
-               judge: dict | None = None) -> dict:
-    """A golden file built from one level of an E2E run (its results and provenance)."""
+               judge: dict | None = None, levels: list[dict] | None = None) -> dict:
+    """A golden file built from one level of an E2E run (its results and provenance); with
+    ``levels`` (every level of the run), each one's record under ``levels`` too."""
     per_q = level["per_question"]
     return validate({
         "schema": 1, "name": name, "model": meta["model"], "server": meta["server"],
@@ -135,13 +97,28 @@ def from_level(level: dict, meta: dict, name: str, source: str, notes: str = "",
         "date": datetime.date.today().isoformat(),
         "source": source or f"harness e2e run {meta.get('run_dir', '')}, level {level['level']}",
         "task": meta["task"],
-        "metrics": {m: {"acc": level["metrics"][m]["acc"], "stderr": level["metrics"][m]["stderr"],
-                        "n": level["n"]} for m in METRICS},
+        "metrics": _metrics(level),
         "judge": {**DEFAULT_JUDGE, **(judge or {})},
         "per_question": per_q, "notes": notes,
         "logprobs": level.get("logprobs"),
         "recorded_from": {"concurrency": level["level"], "lm_eval_version": meta.get("lm_eval_version")},
+        **({"levels": {str(lv["level"]): {"metrics": _metrics(lv), "per_question": lv["per_question"],
+                                          "logprobs": lv.get("logprobs")} for lv in levels}}
+           if levels else {}),
     })
+
+
+def _metrics(level: dict) -> dict:
+    return {m: {"acc": level["metrics"][m]["acc"], "stderr": level["metrics"][m]["stderr"],
+                "n": level["n"]} for m in METRICS}
+
+
+def at_level(golden: dict | None, level: int) -> dict | None:
+    """The golden as level ``level`` of a run is judged against it: its record of that level
+    where it has one (``levels``), else its own (the lowest level it was recorded at)."""
+    if golden is None or str(level) not in (golden.get("levels") or {}):
+        return golden
+    return {**golden, **golden["levels"][str(level)], "compared_level": level}
 
 
 def write(golden: dict, path: pathlib.Path | None = None) -> pathlib.Path:
@@ -154,10 +131,24 @@ def write(golden: dict, path: pathlib.Path | None = None) -> pathlib.Path:
 def dumps(golden: dict) -> str:
     """JSON, indented, with one line per question's logprob record (a golden stays readable in
     a diff and a few KB per question)."""
-    records = golden.get("logprobs")
-    text = json.dumps({k: v for k, v in golden.items() if k != "logprobs"}, indent=1)
-    if not records:
-        return text + "\n"
-    lines = ",\n".join(f"  {json.dumps(str(q))}: {json.dumps(r, separators=(',', ':'))}"
-                       for q, r in records.items())
-    return text[:-2] + ',\n "logprobs": {\n' + lines + "\n }\n}\n"
+    lines: list[str] = []
+
+    def compact(records):
+        if not records:
+            return records
+        out = {}
+        for q, rec in records.items():
+            out[str(q)] = f"@@record{len(lines)}@@"
+            lines.append(json.dumps(rec, separators=(",", ":")))
+        return out
+
+    shown = {**golden, "logprobs": compact(golden.get("logprobs"))}
+    if golden.get("levels"):
+        shown["levels"] = {lv: {**rec, "logprobs": compact(rec.get("logprobs"))}
+                           for lv, rec in golden["levels"].items()}
+    if "logprobs" not in golden:
+        shown.pop("logprobs")
+    text = json.dumps(shown, indent=1)
+    for i, line in enumerate(lines):
+        text = text.replace(f'"@@record{i}@@"', line, 1)
+    return text + "\n"

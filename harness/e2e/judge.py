@@ -169,14 +169,14 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
                             lowest.get("logprobs")))
     if not comparisons:
         return Judgement(level, "inconclusive", ["no golden and no lower level to compare with; "
-                                                 "pass --golden NAME"])
+                                                 "pass --golden NAME"] + _logprobs_failed(result))
     judgement = Judgement(level, "pass", reasons, basis=basis)
     mdes, identity_ok, drift_ok = [], None, None
     for against, base, aggregate, limit, ref_logprobs in comparisons:
         ok = _judge_drift(judgement, against, ref_logprobs, result,
                           (drift_limits or {}).get("golden" if against == "golden" else "level"),
                           golden if against == "golden" else None)
-        drift_ok = ok if drift_ok is None or ok is None else drift_ok and ok
+        drift_ok = _vouch(drift_ok, ok)
         alpha = stats.family_alpha(settings["alpha"], family * (
             len(METRICS) if aggregate is None else len(aggregate)))
         for m in METRICS:
@@ -218,6 +218,9 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
     judgement.min_detectable_drop = max(mdes) if mdes else None
     if reasons:
         judgement.verdict = "regression"
+    elif result.get("logprobs_failed"):
+        judgement.verdict = "inconclusive"
+        reasons.extend(_logprobs_failed(result))
     elif not (identity_ok or drift_ok) and (judgement.min_detectable_drop is None
                               or judgement.min_detectable_drop > settings["max_drop"]):
         judgement.verdict = "inconclusive"
@@ -228,6 +231,23 @@ def judge_level(result: dict, golden: dict | None, lowest: dict | None, *,
                        "build (`harness golden record --like GOLDEN --name NAME ...`) so that "
                        "outputs can be compared exactly")
     return judgement
+
+
+def _logprobs_failed(result: dict) -> list[str]:
+    if not result.get("logprobs_failed"):
+        return []
+    return ["could not test: the logprob pass failed, so drift at this level is unknown ("
+            f"{result.get('logprobs_error')}); a server whose logprobs break is not "
+            "\"identical\". Fix the server, or pass --logprobs 0 to judge without drift"]
+
+
+def _vouch(so_far: bool | None, ok: bool | None) -> bool | None:
+    """Drift's say over a level from its comparisons: False if any drifted beyond its limits,
+    else True if any vouched, else None. A comparison that could not be judged (its basis line
+    says why) adds nothing: it neither overturns another's vouching nor vouches itself."""
+    if so_far is False or ok is False:
+        return False
+    return True if so_far or ok else None
 
 
 def _judge_drift(judgement: Judgement, against: str, reference: dict | None, result: dict,
@@ -248,8 +268,12 @@ def _judge_drift(judgement: Judgement, against: str, reference: dict | None, res
                       if golden is not None else ""))
     if why_not is None:
         pairs = drift.by_question(result["logprobs"], reference)
-        if not pairs:
-            why_not = f"drift not judged: {what} has logprobs for none of this run's questions"
+        asked = {str(q["doc_id"]) for q in result.get("per_question") or []} or set(result["logprobs"])
+        covered = asked & {str(q) for q, _, _ in pairs}
+        if covered != asked:
+            why_not = (f"drift not judged: logprobs on both sides for {len(covered)} of this "
+                       f"run's {len(asked)} questions (part of the questions cannot vouch for "
+                       "the level)")
     if why_not is not None:
         judgement.basis.append(f"{against}: {why_not}")
         return None

@@ -18,6 +18,10 @@ from typing import Any
 from harness.e2e.data import TASK_NAME
 
 METRIC_KEY = "exact_match,{}"
+MAX_RETRIES = 2
+"""Attempts per request (lm-eval's ``max_retries``: tenacity's stop_after_attempt), with
+lm-eval's backoff: exponential, 0.5 s x 2^n clamped to [1, 10] s. The logprob pass
+(harness.e2e.logprobs) uses the same, so one transient HTTP error costs neither pass a question."""
 
 
 class LmEvalError(RuntimeError):
@@ -29,7 +33,7 @@ def command(base_url: str, model: str, level: int, task_dir: pathlib.Path, out: 
     model_args = ",".join([
         f"model={model}", f"base_url={base_url.rstrip('/')}/v1/completions",
         f"num_concurrent={level}", "tokenized_requests=False", "tokenizer_backend=None",
-        "max_retries=2", f"timeout={int(request_timeout)}"])
+        f"max_retries={MAX_RETRIES}", f"timeout={int(request_timeout)}"])
     argv = [sys.executable, "-m", "harness.e2e.lmeval_main", "--model", "local-completions",
             "--model_args", model_args, "--tasks", TASK_NAME, "--include_path", str(task_dir),
             "--output_path", str(out)]

@@ -15,7 +15,10 @@ import urllib.error
 import urllib.request
 from typing import Any, Mapping
 
+import tenacity
+
 from harness.e2e.drift import Continuation, DriftError
+from harness.e2e.lmeval import MAX_RETRIES
 
 TOP_N = 5
 DEFAULT_MAX_TOKENS = 256
@@ -33,16 +36,37 @@ def request_body(model: str, prompt: str, gen: Mapping[str, Any], top_n: int) ->
             "stop": list(until if isinstance(until, list) else [until])[:4], "seed": 1234}
 
 
-def _complete(url: str, body: dict, timeout: float) -> Continuation:
+class _Transient(LogprobError):
+    """A request that failed in transport (connection, HTTP status, a body that is not JSON):
+    retried as lm-eval retries its own."""
+
+
+def _post(url: str, body: dict, timeout: float) -> dict:
     req = urllib.request.Request(url, json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            payload = json.loads(resp.read())
-        return Continuation.from_openai(payload["choices"][0].get("logprobs"))
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError) as exc:
-        raise LogprobError(f"{url}: no logprobs ({type(exc).__name__}: {exc}); check that the "
-                           "server is up and serves /v1/completions with logprobs") from exc
+            return json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise _Transient(f"{url}: no logprobs ({type(exc).__name__}: {exc}) after "
+                         f"{MAX_RETRIES} attempts; check that the server is up and serves "
+                         "/v1/completions with logprobs") from exc
+
+
+def _complete(url: str, body: dict, timeout: float) -> Continuation:
+    """One continuation with its logprobs; a server whose logprobs are not finite or cover only
+    part of the text it returned is an error (a NaN compared with a NaN-turned-number would read
+    as identical), as is a request still failing after lm-eval's retries."""
+    retrying = tenacity.retry(stop=tenacity.stop_after_attempt(MAX_RETRIES),
+                              wait=tenacity.wait_exponential(multiplier=0.5, min=1, max=10),
+                              retry=tenacity.retry_if_exception_type(_Transient), reraise=True)
+    payload = retrying(_post)(url, body, timeout)
+    try:
+        choice = payload["choices"][0]
+        return Continuation.from_openai(choice.get("logprobs"), choice.get("text"))
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise LogprobError(f"{url}: an answer without a choice ({type(exc).__name__}: {exc}); "
+                           "is this an OpenAI-compatible /v1/completions?") from exc
     except DriftError as exc:
         raise LogprobError(f"{url}: {exc}") from exc
 

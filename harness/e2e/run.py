@@ -10,6 +10,7 @@ tail; when the server is gone, the remaining levels are errors too.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -115,6 +116,11 @@ def _progress(levels, todo):
                 initial=len(levels) - len(todo))
 
 
+def server_for(cfg: E2EConfig):
+    """The server of ``cfg`` as a context manager: attached, or launched and stopped after."""
+    return _server(cfg)
+
+
 def _server(cfg: E2EConfig):
     if cfg.base_url:
         return server_mod.attach(cfg.base_url, cfg.model)
@@ -125,7 +131,7 @@ def _server(cfg: E2EConfig):
                              ready_timeout=cfg.ready_timeout)
 
 
-def run_levels(cfg: E2EConfig, meta: dict) -> list[dict]:
+def run_levels(cfg: E2EConfig, meta: dict, server=None) -> list[dict]:
     folder = data.locate(cfg.data_dir)
     task_dir = data.write_task(folder, cfg.output / "task", cfg.num_fewshot)
     identity = cfg.resume_identity()
@@ -134,7 +140,7 @@ def run_levels(cfg: E2EConfig, meta: dict) -> list[dict]:
     todo = [lv for lv in cfg.levels if results[lv] is None]
     if todo:
         try:
-            with _server(cfg) as srv:
+            with contextlib.nullcontext(server) if server else _server(cfg) as srv:
                 meta["served_model"] = srv.model
                 dead = None
                 for level in _progress(todo, todo):
@@ -159,7 +165,7 @@ def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, identity
     try:
         srv.check()
         res = {"level": level, **lmeval.run_level(argv, out, cfg.level_timeout)}
-        res.update(_logprob_pass(cfg, srv, level, out))
+        res.update(_logprob_pass(cfg, srv, level, out, res["per_question"]))
     except (lmeval.LmEvalError, server_mod.ServerError) as exc:
         cause = str(exc)
         if srv.log is not None:
@@ -174,21 +180,28 @@ def _one_level(cfg: E2EConfig, srv, level: int, task_dir: pathlib.Path, identity
     return res
 
 
-def _logprob_pass(cfg: E2EConfig, srv, level: int, out: pathlib.Path) -> dict:
+def _logprob_pass(cfg: E2EConfig, srv, level: int, out: pathlib.Path,
+                  questions: list[dict]) -> dict:
     """The level's continuations with their logprobs (harness.e2e.logprobs), sent at the
-    level's concurrency. A server that answers without logprobs leaves drift unjudged, said in
-    ``logprobs_error``; one that died meanwhile makes the level an error."""
+    level's concurrency, for every question lm-eval answered. A pass that fails (a request still
+    failing after lm-eval's retries, logprobs that are not finite or cover part of the text, a
+    question without its prompt) sets ``logprobs_failed``: the level cannot be judged
+    (harness.e2e.judge); one whose server died meanwhile makes the level an error."""
     if cfg.logprobs_top_n <= 0:
         return {"logprobs_error": "the logprob pass was turned off (--logprobs 0)"}
     prompts = logprobs.prompts_of(lmeval.sample_records(out))
     start = time.monotonic()
     try:
+        lacking = sorted({q["doc_id"] for q in questions} - set(prompts))
+        if lacking:
+            raise logprobs.LogprobError(f"lm-eval's samples hold no prompt for question(s) "
+                                        f"{lacking[:5]}")
         records = logprobs.collect(srv.base_url, srv.model, prompts, level,
                                    cfg.request_timeout, cfg.logprobs_top_n,
                                    fresh=cfg.server_kind in FRESH_PROMPTS)
     except logprobs.LogprobError as exc:
         srv.check()
-        return {"logprobs_error": str(exc)}
+        return {"logprobs_error": str(exc), "logprobs_failed": True}
     return {"logprobs": {str(q): r for q, r in records.items()},
             "logprobs_top_n": cfg.logprobs_top_n,
             "logprob_seconds": round(time.monotonic() - start, 1)}
@@ -219,22 +232,38 @@ def _model_from_cmd(cmd: list[str]) -> str:
     return cmd[2] if len(cmd) > 2 and cmd[:2] == ["vllm", "serve"] else ""
 
 
+REFUSE_OTHER_BUILD = ("vllm",)
+"""Server kinds judged only against a golden of their own build: vLLM's drift limits come from
+clean reruns of one build (recorded in the golden), and another build's noise is unmeasured."""
+
+
 def check_golden_matches(gold: dict, cfg: E2EConfig) -> None:
     shots = gold["task"]["num_fewshot"]
     if shots != cfg.num_fewshot:
         raise golden_mod.GoldenError(
             f"golden {gold['name']} was measured {shots}-shot but this run is "
             f"{cfg.num_fewshot}-shot; rerun with --num-fewshot {shots}")
+    if cfg.server_kind in REFUSE_OTHER_BUILD and gold.get("fingerprint") and cfg.server_cmd:
+        here = fingerprint.collect(cfg.server_kind, cfg.server_cmd, None)
+        if not fingerprint.same_build(gold["fingerprint"], here):
+            differs = [d for d in fingerprint.differences(gold["fingerprint"], here)
+                       if d.split()[0] in fingerprint.BUILD_KEYS]
+            raise golden_mod.GoldenError(
+                f"golden {gold['name']} was recorded with another {cfg.server_kind} build than "
+                f"this one ({'; '.join(differs) or 'unknown'}): its outputs and drift limits "
+                f"stand for that build only. Record one with this build: harness golden record "
+                f"--like {gold['name']} --name NEW --vllm --reruns 2")
 
 
-def run(cfg: E2EConfig) -> dict:
-    """Run (or resume) every level, judge them, write the report; returns the summary dict."""
+def run(cfg: E2EConfig, server=None) -> dict:
+    """Run (or resume) every level, judge them, write the report; returns the summary dict.
+    ``server``: one already started for this configuration (clean reruns share it)."""
     cfg.output.mkdir(parents=True, exist_ok=True)
     gold = golden_mod.load(cfg.golden) if cfg.golden else None
     if gold is not None:
         check_golden_matches(gold, cfg)
     meta = metadata(cfg)
-    levels = run_levels(cfg, meta)
+    levels = run_levels(cfg, meta, server)
     ok = [r for r in levels if not r.get("error")]
     lowest = min(ok, key=lambda r: r["level"]) if ok else None
     log = cfg.output / "server.log"
@@ -244,8 +273,9 @@ def run(cfg: E2EConfig) -> dict:
     relation = (drift.SAME_BUILD if gold is not None and fingerprint.same_build(
         gold.get("fingerprint"), meta["fingerprint"]) else drift.OTHER_BUILD)
     drift_limits = {"golden": drift.limits_for(cfg.server_kind, relation, gold),
-                    "level": drift.limits_for(cfg.server_kind, drift.SAME_BUILD)}
-    judgements = [judge_level(r, gold, lowest, run_fingerprint=meta["fingerprint"],
+                    "level": drift.limits_for(cfg.server_kind, drift.SAME_BUILD,
+                                              gold if relation == drift.SAME_BUILD else None)}
+    judgements = [judge_level(r, golden_mod.at_level(gold, r["level"]), lowest, run_fingerprint=meta["fingerprint"],
                               max_changed_across_levels=cfg.max_changed_across_levels,
                               family=family, accept_aggregate_subset=cfg.accept_aggregate_golden,
                               drift_limits=drift_limits)
