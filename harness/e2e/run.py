@@ -128,7 +128,8 @@ def _server(cfg: E2EConfig):
         raise ValueError("give --base-url of a running server or a server to launch "
                          "(--smollm, --gguf, --vllm-model or -- CMD ARG...)")
     return server_mod.launch(cfg.server_cmd, cfg.output / "server.log", env=cfg.server_env,
-                             ready_timeout=cfg.ready_timeout)
+                             ready_timeout=cfg.ready_timeout,
+                             cwd=cfg.output if cfg.server_kind == "vllm" else None)
 
 
 def run_levels(cfg: E2EConfig, meta: dict, server=None) -> list[dict]:

@@ -111,8 +111,10 @@ def attach(base_url: str, model: str | None = None) -> Iterator[Server]:
 
 @contextlib.contextmanager
 def launch(command: Sequence[str], log: pathlib.Path, env: dict[str, str] | None = None,
-           ready_timeout: float = 600.0, host: str = "127.0.0.1") -> Iterator[Server]:
-    """Start ``command`` (``{host}``/``{port}`` filled in), wait until it serves, stop it after."""
+           ready_timeout: float = 600.0, host: str = "127.0.0.1",
+           cwd: pathlib.Path | None = None) -> Iterator[Server]:
+    """Start ``command`` (``{host}``/``{port}`` filled in) in ``cwd``, wait until it serves,
+    stop it after."""
     port = free_port()
     argv = [str(a).format(host=host, port=port) for a in command]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +124,7 @@ def launch(command: Sequence[str], log: pathlib.Path, env: dict[str, str] | None
         try:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                     env={**os.environ, **(env or {})}, start_new_session=True,
+                                    cwd=cwd,
                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         except OSError as exc:
             raise ServerError(f"cannot start the server {argv[0]!r}: {exc}; install it or fix the "

