@@ -137,6 +137,10 @@ def _settings_like_golden(args) -> None:
     if args.num_fewshot is None and shots is not None:
         args.num_fewshot = int(shots)
         print(f"harness e2e: --num-fewshot {shots}, the golden's")
+    gen = gold["task"].get("gen_kwargs")
+    if args.gen_kwargs is None and gen:
+        args.gen_kwargs = ",".join(f"{k}={v}" for k, v in gen.items())
+        print(f"harness e2e: --gen-kwargs {args.gen_kwargs}, the golden's")
 
 
 def _record(args) -> int:
