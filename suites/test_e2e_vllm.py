@@ -149,3 +149,23 @@ def test_vllm_holds_its_golden_and_a_seeded_precision_change_is_a_regression(vll
     assert verdicts == [verdict] * len(verdicts), (proc.stdout[-4000:],
                                                    [lv["reasons"] for lv in summary["levels"]])
     assert proc.returncode == {"pass": 0, "regression": 1}[verdict]
+
+
+@pytest.mark.machinery
+def test_a_run_takes_the_goldens_generation_settings(tmp_path):
+    """A vLLM golden recorded with max_gen_toks=64: a run given only --golden generates 64
+    tokens too (256-token continuations would diverge from it where the golden's stop)."""
+    import argparse
+
+    from harness.e2e import cli
+    from harness.e2e.golden import load
+
+    gold = load("smollm2-135m-q4_1-llamacpp-1shot-first3")
+    gold["task"]["gen_kwargs"] = {"max_gen_toks": 64}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(gold))
+    parser = argparse.ArgumentParser()
+    cli.add_parsers(parser.add_subparsers())
+    args = parser.parse_args(["e2e", "--vllm", "--golden", str(path)])
+    cli._settings_like_golden(args)
+    assert (args.gen_kwargs, args.limit, args.num_fewshot) == ("max_gen_toks=64", 3, 1)
