@@ -26,6 +26,7 @@ _FACE = {
     "Unsupported": "harness.core.registry", "records": "harness.core.registry",
     "Case": "harness.core.cases", "get_spec": "harness.core.specs",
     "ContractError": "harness.core.errors", "ContractViolation": "harness.core.errors",
+    "register_out_of_memory_error": "harness.core.errors",
     "raise_pending": "harness.core.deferred",
     "evaluate": "harness.evaluate", "Evaluation": "harness.evaluate",
 }

@@ -12,7 +12,7 @@ from harness.core.metrics import differing_bytes, differing_tokens
 from harness.core.registry import Implementation, KnownDeviationSeen
 from harness.core.results import KNOWN_DEVIATION, result_row
 from harness.core.cases import Case
-from harness.core.errors import ContractViolation
+from harness.core.errors import ContractViolation, out_of_memory_errors
 from harness.core.specs import Comparison, OpSpec
 from harness.core.registries import Registry
 
@@ -168,7 +168,7 @@ def _launch(spec: OpSpec, impl: Implementation, call: dict, **knobs: Any) -> dic
     :class:`ImplementationOutOfMemory`."""
     try:
         return spec.collect(call, spec.launch(impl.fn, call, **knobs))
-    except torch.OutOfMemoryError as exc:
+    except out_of_memory_errors() as exc:
         error = ImplementationOutOfMemory(exc)  # the frames holding its tensors go here
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

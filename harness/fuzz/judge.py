@@ -17,6 +17,7 @@ import torch
 
 from harness import families
 from harness.core.cases import Case
+from harness.core.errors import out_of_memory_errors
 from harness.core.registry import Implementation
 from harness.core.results import result_row
 from harness.core.specs import OpSpec
@@ -99,7 +100,7 @@ class Judge:
         try:
             inputs = self.spec.make_inputs(case)
             ref = self.spec.reference(inputs)
-        except (ValueError, torch.OutOfMemoryError) as exc:
+        except (ValueError, *out_of_memory_errors()) as exc:
             raise Unjudgeable(f"the harness cannot build it: {type(exc).__name__}: {exc}") from exc
         failures = []
         ev = self._guarded("accuracy", case, lambda: evaluate(
@@ -132,7 +133,7 @@ class Judge:
             return call()
         except Unjudgeable:
             raise
-        except torch.OutOfMemoryError as exc:  # a detector's own copies and graph pools
+        except out_of_memory_errors() as exc:  # a detector's own copies and graph pools
             raise Unjudgeable(f"the harness ran out of device memory in {check}") from exc
         except Exception as exc:  # the implementation crashed: a finding, not a harness error
             detail = f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import shutil
 import xml.etree.ElementTree as ET
 
@@ -37,10 +38,36 @@ def _check(folders: list[pathlib.Path]) -> list[dict]:
             raise MergeError(f"the folders come from different {what}s ({', '.join(sorted(values))}); "
                              "merge only the shards of one sweep (same profile, same commit)")
     _check_collected(folders, metas)
-    shards = [m.get("shard") for m in metas if m.get("shard")]
-    if len(shards) != len(set(shards)):
-        raise MergeError(f"the same shard appears twice ({', '.join(sorted(shards))})")
+    _check_every_shard(folders, metas)
     return metas
+
+
+def _check_every_shard(folders: list[pathlib.Path], metas: list[dict]) -> None:
+    """The folders are shards 1..N of one N, each once: a merge missing a shard would judge
+    part of the sweep as if it were the whole."""
+    parts = []
+    for folder, meta in zip(folders, metas):
+        found = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(meta.get("shard") or ""))
+        if found and 1 <= int(found.group(1)) <= int(found.group(2)):
+            parts.append((int(found.group(1)), int(found.group(2))))
+        else:
+            raise MergeError(f"{folder} is not a shard (its run.json records shard "
+                             f"{meta.get('shard')!r}): merge only the folders written by "
+                             "`harness run --shard I/N`, one for each I")
+    counts = sorted({n for _, n in parts})
+    if len(counts) > 1:
+        raise MergeError("the folders are shards of different splits ("
+                         + ", ".join(f"{i}/{n}" for i, n in parts) + "): merge the N folders "
+                         "of one `--shard I/N` sweep")
+    seen = [i for i, _ in parts]
+    twice = sorted({f"{i}/{counts[0]}" for i in seen if seen.count(i) > 1})
+    if twice:
+        raise MergeError(f"the same shard appears twice ({', '.join(twice)})")
+    missing = [f"{i}/{counts[0]}" for i in range(1, counts[0] + 1) if i not in seen]
+    if missing:
+        raise MergeError(f"shard(s) {', '.join(missing)} missing: the merge would judge "
+                         f"{len(seen)} of {counts[0]} parts of the sweep as the whole; pass the "
+                         "report folder of every shard")
 
 
 def _check_collected(folders: list[pathlib.Path], metas: list[dict]) -> None:
@@ -84,6 +111,15 @@ def _required(metas: list[dict]) -> dict[str, str]:
         for name, why in (meta.get("impl_required") or {}).items():
             merged[name] = merged.get(name) or why
     return merged
+
+
+def _first_of(metas: list[dict], key: str, folders: list[pathlib.Path]) -> dict | None:
+    """A shard's crash or stop (the first), naming the shard's folder: one shard that did not
+    finish makes the merged sweep's verdict what that shard's was."""
+    for meta, folder in zip(metas, folders):
+        if meta.get(key):
+            return {**meta[key], "how": f"{meta[key].get('how', key)}, in shard {folder}"}
+    return None
 
 
 def _merge_junit(folders: list[pathlib.Path], out: pathlib.Path) -> None:
@@ -133,6 +169,10 @@ def merge(folders: list[pathlib.Path], out: pathlib.Path) -> dict:
             "failed": [t for m in metas for t in m.get("failed", [])],
             "out_of_memory": [t for m in metas for t in m.get("out_of_memory", [])],
             "skipped_cases": [s for m in metas for s in m.get("skipped_cases", [])],
+            "timed_out": [t for m in metas for t in m.get("timed_out", [])],
+            "crashed": _first_of(metas, "crashed", folders),
+            "interrupted": _first_of(metas, "interrupted", folders),
+            "trend": None, "verdict": None,
             "shard": None, "merged_from": [str(f) for f in folders],
             "shards": sorted(str(m.get("shard")) for m in metas)}
     (out / "run.json").write_text(json.dumps(meta, indent=1))

@@ -19,7 +19,7 @@ from harness.core import device
 from harness.reports.durations import where_time_went
 from harness.core.registry import unavailable
 from harness.core.results import KNOWN_DEVIATION
-from harness.reports.verdict import run_verdict
+from harness.reports.verdict import folder_verdict
 
 
 def environment() -> dict[str, str]:
@@ -82,6 +82,31 @@ def read_meta(folder: pathlib.Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def update_meta(folder: pathlib.Path, **changes) -> None:
+    """Set ``changes`` in an existing run.json (a run's trend, a crash found by its parent)."""
+    meta = read_meta(folder)
+    (folder / "run.json").write_text(json.dumps({**meta, **changes}, indent=1))
+
+
+def record_verdict(folder: pathlib.Path, verdict) -> None:
+    """run.json's ``verdict``: the same code and reason as the summary's headline."""
+    if (folder / "run.json").exists():
+        update_meta(folder, verdict={"code": verdict.code, "headline": verdict.headline,
+                                     "why": verdict.why})
+
+
+def _limits(meta: dict) -> list[str]:
+    """The run's per-case time limit and the tests that ran past it."""
+    limit = meta.get("case_time_limit_s")
+    if not limit:
+        return []
+    late = meta.get("timed_out") or []
+    return [f"Per-case time limit: {limit:g} s (profile `{meta.get('profile', '?')}`; "
+            "`-- --timeout S` sets another)" + (f"; {len(late)} test(s) ran past it: "
+                                                 + ", ".join(f"`{t}`" for t in late)
+                                                 if late else ""), ""]
+
+
 def load_results(folder: pathlib.Path) -> pd.DataFrame:
     files = sorted(glob.glob(str(folder / "results*.csv")))
     if not files:
@@ -110,13 +135,11 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     """``summary.md`` and ``report.html``: the same findings, for a terminal and a browser."""
     df = load_results(folder)
     meta = read_meta(folder)
-    code, why = run_verdict(int(pytest_exit), meta)
-    fuzzed = folder / "fuzz" / "fuzz.json"
-    if code != 125 and fuzzed.exists() and json.loads(fuzzed.read_text()).get("verdict") == 1:
-        code, why = 1, (why + "; " if code == 1 else "") + "fuzzing: " + json.loads(
-            fuzzed.read_text()).get("why", "")
-    verdict = {0: "PASS", 1: "FAIL"}.get(code, "COULD NOT TEST")
+    judged = folder_verdict(folder, {**meta, "pytest_exit": int(pytest_exit)})
+    record_verdict(folder, judged)
+    why, verdict = judged.why, judged.headline
     lines = [f"# Verdict: {verdict} (profile `{profile}`)", "", why, ""]
+    lines += _limits(meta)
     modules, wanted = _run_option(folder, "--impl-module"), set(_run_option(folder, "--impl"))
     missing = {key: reason for key, reason in unavailable().items()
                if not wanted or key[1] in wanted}
@@ -150,7 +173,7 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         else ([], [], {})
     self_check = report_tables.self_check(df) if not df.empty else []
     write_html(folder, df, {
-        "verdict": verdict, "verdict_class": {0: "pass", 1: "fail"}.get(code, "untestable"),
+        "verdict": verdict, "verdict_class": judged.css_class,
         "why": why, "profile": profile, "seconds": meta.get("seconds"),
         "started": meta.get("started", ""),
         "self_check": self_check[0].replace("**", "") if self_check else "",

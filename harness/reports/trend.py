@@ -6,6 +6,10 @@ absolute error of 1e-9 growing to 2e-9 is a reduction order, not a regression). 
 the same environment (``ENVIRONMENT_KEYS``: device, driver, torch, Triton, CPU) are compared:
 another cuBLAS or CPU rounds the reference and the kernels differently, which is no
 regression of the code under test.
+
+A comparison fails closed: a row of the old run missing from the new one (a case no longer
+judged, as when a kernel starts declaring it unsupported) counts as worse, as do rows newly
+failing and new rows that fail; two runs with no row in common cannot be compared at all.
 """
 
 from __future__ import annotations
@@ -66,6 +70,24 @@ def compare_runs(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def unmatched_rows(old: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows of the old run with no row of the same key in the new one: cases, checks or outputs
+    no longer judged; rows of the new run absent from the old one), one row per key."""
+    a, b = old[KEY + ["verdict"]].drop_duplicates(KEY), new[KEY + ["verdict"]].drop_duplicates(KEY)
+    both = a.merge(b[KEY], on=KEY, how="outer", indicator=True)
+    vanished = both[both["_merge"] == "left_only"][KEY + ["verdict"]]
+    appeared = b.merge(a[KEY], on=KEY, how="left", indicator=True)
+    return vanished, appeared[appeared["_merge"] == "left_only"][KEY + ["verdict"]]
+
+
+def newly_failing(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Keys that passed in the old run and do not in the new one (whatever their metrics)."""
+    a, b = old[KEY + ["verdict"]].drop_duplicates(KEY), new[KEY + ["verdict"]]
+    worst = b.assign(bad=b["verdict"] != "pass").groupby(KEY, as_index=False)["bad"].any()
+    both = a.merge(worst, on=KEY)
+    return both[(both["verdict"] == "pass") & both["bad"]][KEY]
+
+
 def trend_matrix(diff: pd.DataFrame) -> list[str]:
     """Markdown: implementation x op, each cell the change from the old run to the new one:
     ``▲ 2.3x`` (worse beyond noise; the worst ratio), ``▲ FAIL`` (newly failing), ``▼ 0.5x``
@@ -114,8 +136,9 @@ def first_moved(bad: pd.DataFrame, runs: list[pathlib.Path]) -> pd.Series:
 
 def write_trend(old_dir: pathlib.Path, new_dir: pathlib.Path,
                 between: list[pathlib.Path] | None = None) -> tuple[pathlib.Path, int]:
-    """``trend.md`` in ``new_dir``; returns it and the number of regressed (or newly failing)
-    rows. ``between``: runs after ``old_dir`` and before ``new_dir`` (oldest first), searched
+    """``trend.md`` in ``new_dir``; returns it and the number of rows that got worse: metrics
+    regressed, rows newly failing, rows of the old run that vanished from the new one, and new
+    rows that fail. Raises TrendError when no row of the old run is in the new one. ``between``: runs after ``old_dir`` and before ``new_dir`` (oldest first), searched
     for the first run in which each worse metric moved."""
     from harness.reports.summary import read_meta
 
@@ -128,12 +151,30 @@ def write_trend(old_dir: pathlib.Path, new_dir: pathlib.Path,
     if old.empty or new.empty:
         raise FileNotFoundError(f"no results*.csv in {old_dir if old.empty else new_dir}; "
                                 "point at a folder written by `harness run`")
+    vanished, appeared = unmatched_rows(old, new)
+    if len(vanished) == len(old[KEY].drop_duplicates()):
+        raise TrendError(f"no result row of {old_dir} is in {new_dir} (matched on "
+                         f"{', '.join(KEY)}): the runs judged different ops, implementations or "
+                         "cases; compare runs of the same selection")
     diff = compare_runs(old, new)
     bad = diff[diff["regressed"] | (diff["verdict_change"] & (diff["verdict_new"] != "pass"))] \
         if not diff.empty else diff
+    failing = newly_failing(old, new)
+    failing = failing[~failing.set_index(KEY).index.isin(bad.set_index(KEY).index)] \
+        if not bad.empty else failing
+    failing_new = appeared[appeared["verdict"] == "fail"]
+    worse = len(bad) + len(failing) + len(vanished) + len(failing_new)
     lines = [f"## Trend against `{old_dir}`", "",
              f"{len(diff)} metric values matched; {len(bad)} worse by more than {FACTOR}x "
-             "(or newly failing).", ""] + trend_matrix(diff)
+             f"(or newly failing); {len(failing)} other row(s) newly failing; {len(vanished)} "
+             f"row(s) of the old run vanished (no longer judged); {len(appeared)} new row(s), "
+             f"{len(failing_new)} of them failing.", ""] + trend_matrix(diff)
+    for title, rows in (("Vanished: judged in the old run, not in this one", vanished),
+                        ("Newly failing without a metric that moved", failing),
+                        ("New rows that fail", failing_new)):
+        if len(rows):
+            lines += [f"{title} ({len(rows)}; first 30):", "", "```",
+                      rows.head(30).to_string(index=False), "```", ""]
     if not bad.empty:
         worst = bad.assign(first_moved_in=first_moved(bad, list(between or []) + [new_dir]))
         worst = worst.sort_values("ratio", ascending=False).head(30)
@@ -141,7 +182,7 @@ def write_trend(old_dir: pathlib.Path, new_dir: pathlib.Path,
                                       "first_moved_in"]].to_string(index=False), "```"]
     path = new_dir / "trend.md"
     path.write_text("\n".join(lines) + "\n")
-    return path, len(bad)
+    return path, worse
 
 
 def runs_between(old_dir: pathlib.Path, new_dir: pathlib.Path) -> list[pathlib.Path]:

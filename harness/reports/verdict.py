@@ -1,8 +1,34 @@
-"""A run's verdict in ``git bisect run`` terms: 0 good, 1 bad, 125 could not test."""
+"""A run's verdict in ``git bisect run`` terms: 0 good, 1 bad, 125 could not test.
+
+:func:`folder_verdict` is the one place a run folder's verdict is decided: ``summary.md``,
+``report.html``, ``run.json``'s ``verdict`` and the exit code of ``harness run`` and ``harness
+report`` all take it from there, so they cannot disagree."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import pathlib
+
 EXIT_GOOD, EXIT_BAD, EXIT_UNTESTABLE = 0, 1, 125
+PYTEST_INTERRUPTED = 2
+
+HEADLINES = {EXIT_GOOD: "PASS", EXIT_BAD: "FAIL"}
+"""What the summary and the HTML page say for a code; anything else is "COULD NOT TEST"."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    code: int
+    why: str
+
+    @property
+    def headline(self) -> str:
+        return HEADLINES.get(self.code, "COULD NOT TEST")
+
+    @property
+    def css_class(self) -> str:
+        return {EXIT_GOOD: "pass", EXIT_BAD: "fail"}.get(self.code, "untestable")
 
 
 def _pytest_exit_to_verdict(code: int) -> int:
@@ -14,11 +40,51 @@ def _pytest_exit_to_verdict(code: int) -> int:
     return EXIT_UNTESTABLE
 
 
+def _crash(meta: dict) -> str | None:
+    crashed = meta.get("crashed")
+    if not crashed:
+        return None
+    tests = crashed.get("tests") or []
+    where = (f"while running {', '.join(tests)}" if tests
+             else "between tests (no test was in flight)")
+    return (f"bad: the test process died ({crashed.get('how', 'crashed')}) {where}; a crash is "
+            "the implementation's failure (crash.md has the last traceback where one was "
+            "written)")
+
+
+def _interrupted(meta: dict) -> str | None:
+    stopped = meta.get("interrupted")
+    if not stopped:
+        return None
+    tests = stopped.get("tests") or []
+    judged = sum((meta.get("cases_run") or {}).values())
+    failed = len(meta.get("failed") or [])
+    return (f"could not test: the run was stopped ({stopped.get('how', 'interrupted')}) "
+            + (f"while running {', '.join(tests)}" if tests else "between tests")
+            + f"; {judged} case(s) judged so far" + (f", {failed} test(s) failed" if failed else "")
+            + " (the summary shows them)")
+
+
+def _timed_out(meta: dict) -> str | None:
+    late = meta.get("timed_out") or []
+    if not late:
+        return None
+    limit = meta.get("case_time_limit_s")
+    return (f"bad: {len(late)} test(s) did not finish within the per-case time limit"
+            + (f" of {limit:g} s" if limit else "") + f" (a hang is the implementation's "
+            f"failure): {', '.join(late[:5])}" + (" ..." if len(late) > 5 else ""))
+
+
 def run_verdict(code: int, meta: dict, regressions: int = 0) -> tuple[int, str]:
-    """The run's git-bisect verdict and why. 125 (could not test) when a required implementation
-    (``--require``) cannot run here, when a named or required one ran no case, when no case of
+    """The run's git-bisect verdict and why. 1 when the test process crashed (whatever else);
+    125 (could not test) when a required implementation (``--require``) cannot run here, when the
+    run was stopped (SIGINT/SIGTERM), when a named or required one ran no case, when no case of
     anything was judged, or when the only failures are the machine running out of memory; 1 when
-    a comparison failed or the trend against the baseline got worse; else pytest's code mapped."""
+    a comparison failed, a test hung past the time limit, or the trend against the baseline got
+    worse; else pytest's code mapped."""
+    crash = _crash(meta)
+    if crash:
+        return EXIT_BAD, crash
     verdict = _pytest_exit_to_verdict(code)
     ran = meta.get("cases_run") or {}
     required = meta.get("impl_required") or {}
@@ -26,6 +92,9 @@ def run_verdict(code: int, meta: dict, regressions: int = 0) -> tuple[int, str]:
     if missing:
         return EXIT_UNTESTABLE, ("could not test: a required implementation cannot run here ("
                                  + "; ".join(missing) + ")")
+    stopped = _interrupted(meta)
+    if stopped or code == PYTEST_INTERRUPTED:
+        return EXIT_UNTESTABLE, stopped or "could not test: the run was interrupted"
     idle = [n for n in list(meta.get("impl_wanted") or []) + list(required) if not ran.get(n)]
     if verdict != EXIT_UNTESTABLE and idle:
         return EXIT_UNTESTABLE, (f"could not test: {', '.join(idle)} ran no case here (every test "
@@ -35,6 +104,9 @@ def run_verdict(code: int, meta: dict, regressions: int = 0) -> tuple[int, str]:
     if verdict == EXIT_BAD and oom and not meta.get("failed"):
         return EXIT_UNTESTABLE, (f"could not test: {len(oom)} case(s) ran out of device memory "
                                  f"(first: {oom[0]}); rerun on a larger device or a smaller profile")
+    late = _timed_out(meta)
+    if late:
+        return EXIT_BAD, late
     if verdict == EXIT_GOOD and regressions:
         return EXIT_BAD, f"{regressions} metric(s) got worse than the baseline run (trend.md)"
     if code == 5:
@@ -46,3 +118,32 @@ def run_verdict(code: int, meta: dict, regressions: int = 0) -> tuple[int, str]:
                                  "the skip reasons in summary.md")
     return verdict, {EXIT_GOOD: "good", EXIT_BAD: "bad: a comparison failed (summary.md)"}.get(
         verdict, f"could not test (pytest exit {code})")
+
+
+def _trend(meta: dict) -> tuple[int, str]:
+    """(metrics worse than the baseline, why the comparison itself could not judge: "" if it
+    could) from run.json's ``trend`` (written by ``harness run --compare-to``)."""
+    trend = meta.get("trend") or {}
+    return int(trend.get("worse") or 0), str(trend.get("untestable") or "")
+
+
+def _fuzz(folder: pathlib.Path) -> dict:
+    path = folder / "fuzz" / "fuzz.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def folder_verdict(folder: pathlib.Path, meta: dict | None = None) -> Verdict:
+    """The verdict of the run folder ``folder``: its run.json (pytest's exit, tallies, a crash
+    or a stop, the trend against a baseline) and the fuzzing after the sweep."""
+    if meta is None:
+        path = folder / "run.json"
+        meta = json.loads(path.read_text()) if path.exists() else {}
+    worse, trend_untestable = _trend(meta)
+    code, why = run_verdict(int(meta.get("pytest_exit", 0)), meta, worse)
+    if code == EXIT_GOOD and trend_untestable:
+        code, why = EXIT_UNTESTABLE, f"could not test against the baseline: {trend_untestable}"
+    fuzz = _fuzz(folder)
+    if code != EXIT_UNTESTABLE and fuzz.get("verdict") == EXIT_BAD:
+        code, why = EXIT_BAD, (why + "; " if code == EXIT_BAD else "") + "fuzzing: " + str(
+            fuzz.get("why", ""))
+    return Verdict(code, why)
