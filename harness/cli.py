@@ -17,15 +17,14 @@ import sys
 
 from harness.core.input_space import PROFILES as PROFILE_NAMES
 from harness.reports.summary import new_report_folder
-from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
+from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, folder_verdict
 
 
 def cmd_run(args) -> int:
-    import pytest
-
     from harness.core.device import configure_triton
     from harness.profiles import default_profile_name
     from harness.reports.summary import read_meta, write_summary
+    from harness.supervise import run_pytest
 
     configure_triton(cpu_tensors=args.device == "cpu")
     profile = args.profile or default_profile_name()
@@ -52,27 +51,40 @@ def cmd_run(args) -> int:
         pytest_args += ["-n", str(workers)]
     if getattr(args, "shard", None):
         pytest_args += ["--shard", args.shard]
-    code = pytest.main(pytest_args + list(args.pytest_args))
+    code = run_pytest(pytest_args + list(args.pytest_args), folder, profile)
     baseline = _baseline(args.compare_to, folder, profile)
     regressions = 0
     if baseline is not None:
-        from harness.reports.trend import TrendError, write_trend
-
-        try:
-            _, regressions = write_trend(baseline, folder)
-        except TrendError as exc:
-            print(f"trend: not compared: {exc}")
-            baseline = None
-        write_summary(folder, profile=profile, pytest_exit=code)
-    verdict, why = run_verdict(int(code), read_meta(folder), regressions)
+        regressions = _trend(baseline, folder, explicit=args.compare_to not in (None, "auto"))
     minutes = fuzz_minutes(profile, args)
-    if minutes and verdict != EXIT_UNTESTABLE:
-        verdict, why = _fuzz_after_sweep(folder, minutes, args, verdict, why)
+    fuzzed = bool(minutes) and folder_verdict(folder).code != EXIT_UNTESTABLE
+    if fuzzed:
+        _fuzz_after_sweep(folder, minutes, args)
+    if baseline is not None or fuzzed or not read_meta(folder).get("verdict"):
         write_summary(folder, profile=profile, pytest_exit=code)
+    verdict = folder_verdict(folder)
     print(f"report: {folder}" + (f" (trend against {baseline}: {regressions} worse)"
                                  if baseline is not None else ""))
-    print(f"verdict: {why}")
-    return verdict
+    print(f"verdict: {verdict.why}")
+    return verdict.code
+
+
+def _trend(baseline: pathlib.Path, folder: pathlib.Path, explicit: bool) -> int:
+    """Compare with the baseline run into trend.md and run.json's ``trend``; the number of rows
+    worse. A comparison the user asked for (``--compare-to DIR``) that cannot be made makes the
+    run "could not test"; the automatic one of nightly runs is only noted."""
+    from harness.reports.summary import update_meta
+    from harness.reports.trend import TrendError, write_trend
+
+    try:
+        _, worse = write_trend(baseline, folder)
+    except (TrendError, FileNotFoundError) as exc:
+        print(f"trend: not compared: {exc}")
+        update_meta(folder, trend={"against": str(baseline), "worse": 0,
+                                   "untestable": str(exc) if explicit else ""})
+        return 0
+    update_meta(folder, trend={"against": str(baseline), "worse": worse, "untestable": ""})
+    return worse
 
 
 JUDGING_ONLY = "not machinery"
@@ -95,10 +107,9 @@ def fuzz_minutes(profile: str, args) -> float:
     return float(given) if given not in (None, "") else FUZZ_MINUTES.get(profile, 0.0)
 
 
-def _fuzz_after_sweep(folder: pathlib.Path, minutes: float, args, verdict: int,
-                      why: str) -> tuple[int, str]:
+def _fuzz_after_sweep(folder: pathlib.Path, minutes: float, args) -> None:
     """The fuzzer over the sweep's ops and implementations, into ``folder/fuzz``; a failure it
-    finds makes the run bad, as a sweep failure does."""
+    finds makes the run bad, as a sweep failure does (``folder_verdict`` reads fuzz.json)."""
     from harness.core.specs import all_specs
     from harness.fuzz.cli import fuzz
 
@@ -108,9 +119,6 @@ def _fuzz_after_sweep(folder: pathlib.Path, minutes: float, args, verdict: int,
                           impl_modules=args.impl_module, minutes=minutes, device=args.device,
                           database=str(folder.parent / ".hypothesis"), echo=False)
     print(f"fuzz: {fuzz_why} ({folder / 'fuzz' / 'fuzz.md'})")
-    if code == EXIT_BAD:
-        return EXIT_BAD, (why + "; " if verdict == EXIT_BAD else "") + f"fuzzing: {fuzz_why}"
-    return verdict, why
 
 
 GIB_PER_WORKER = 3
@@ -164,16 +172,33 @@ def cmd_report(args) -> int:
         if args.output:
             print("harness report: --output is for merging several folders", file=sys.stderr)
             return EXIT_UNTESTABLE
+    _crash_left_behind(folder)
     meta = read_meta(folder)
-    if not meta and not list(folder.glob("results*.csv")):
-        print(f"{folder} holds no harness results (results*.csv, run.json)", file=sys.stderr)
+    if not meta:
+        print(f"{folder} holds no run.json: not a finished harness run (pass a folder written "
+              "by `harness run` or the test command's --report-dir)", file=sys.stderr)
         return EXIT_UNTESTABLE
     path = write_summary(folder, profile=meta.get("profile", "?"),
                          pytest_exit=meta.get("pytest_exit", 0))
     print(path.read_text())
-    if len(args.folders) > 1:
-        return run_verdict(int(meta.get("pytest_exit", 0)), meta)[0]
-    return EXIT_GOOD
+    return folder_verdict(folder).code
+
+
+def _crash_left_behind(folder: pathlib.Path) -> None:
+    """A folder whose pytest died with no parent to say so (the test command, not `harness
+    run`): its in-flight record names the test; run.json says it crashed."""
+    from harness.reports.crash import in_flight, write_crash_report
+    from harness.reports.summary import read_meta, update_meta, write_meta
+
+    tests = [r["test"] for r in in_flight(folder)]
+    if not tests or read_meta(folder).get("crashed"):
+        return
+    how = "ended without finishing its session (killed or crashed)"
+    write_crash_report(folder, how, tests)
+    if read_meta(folder):
+        update_meta(folder, crashed={"how": how, "tests": tests})
+    else:
+        write_meta(folder, profile="?", pytest_exit=1, crashed={"how": how, "tests": tests})
 
 
 def cmd_compare(args) -> int:
@@ -391,11 +416,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    """The command's exit code, always one ``git bisect run`` reads: 0, 1 or 125. A usage error
+    (argparse's 2) or the harness's own exception is "could not test", never "bad"; a code
+    outside the three from a handler is too."""
     try:
-        return args.func(args)
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_GOOD if exc.code in (0, None) else EXIT_UNTESTABLE  # --help: 0
+    try:
+        code = args.func(args)
     except KeyboardInterrupt:
         return EXIT_UNTESTABLE
+    except SystemExit as exc:  # a handler's usage error: SystemExit("what is wrong")
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    except Exception:  # the harness's own failure is no verdict on the code
+        import traceback
+
+        traceback.print_exc()
+        print(f"harness {args.command}: the harness itself failed (traceback above): could not "
+              "test (125); please report it", file=sys.stderr)
+        return EXIT_UNTESTABLE
+    return code if code in (EXIT_GOOD, EXIT_BAD, EXIT_UNTESTABLE) else EXIT_UNTESTABLE
 
 
 if __name__ == "__main__":

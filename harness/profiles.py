@@ -35,6 +35,10 @@ class Profile:
     repeat_one_case_in: int
     """Which cases get the extra runs: every case (1), or one in N, picked by a stable hash of
     the case id (the CPU profile, where the Triton interpreter makes each run cost seconds)."""
+    case_time_limit_s: float = 600.0
+    """How long one test may run before it fails as hung (pytest-timeout; end-to-end tests get
+    ``harness.pytest_plugin.time_limit.E2E_TIME_LIMIT_S``). Far above what any test takes: the
+    slowest non-E2E test of the smoke profile takes under a minute on a 2-core CPU."""
 
 
 DISPATCH_TOKENS = (127, 129, 1023, 1025, 4095, 4097)
@@ -44,18 +48,19 @@ to 8192 (nightly) or 32768 (full) could not see an onset inside that range."""
 
 PROFILES = {
     "smoke": Profile("smoke", (1, 2, 7, 33, 64, 257), (64, 200), (0,), BASELINE_MAX_TOKENS, 67,
-                     DISPATCH_TOKENS, runs=2, repeat_one_case_in=4),
+                     DISPATCH_TOKENS, runs=2, repeat_one_case_in=4, case_time_limit_s=600.0),
     "ci": Profile("ci", (1, 2, 7, 64, 257, 1024, 4099, 8192), (4096, 7168), (0,),
                   BASELINE_MAX_TOKENS, 4099,
-                  DISPATCH_TOKENS + (8191, 8193), runs=2, repeat_one_case_in=1),
+                  DISPATCH_TOKENS + (8191, 8193), runs=2, repeat_one_case_in=1,
+                  case_time_limit_s=600.0),
     "nightly": Profile("nightly", (1, 2, 7, 64, 257, 1024, 4099, 8192, 32768, 65536),
                        (4096, 7168), (0, 1), BASELINE_MAX_TOKENS, 8192,
                        DISPATCH_TOKENS + (8191, 8193),
-                       runs=3, repeat_one_case_in=1),
+                       runs=3, repeat_one_case_in=1, case_time_limit_s=1200.0),
     "full": Profile("full", (1, 2, 7, 64, 257, 1024, 4099, 8192, 32768, 65536, 131072),
                     (4096, 7168), (0, 1, 2), BASELINE_MAX_TOKENS, 32768,
                     DISPATCH_TOKENS + (8191, 8193),
-                    runs=3, repeat_one_case_in=1),
+                    runs=3, repeat_one_case_in=1, case_time_limit_s=1800.0),
 }
 
 if tuple(PROFILES) != PROFILE_NAMES:  # the one list the CLI and input spaces name them by

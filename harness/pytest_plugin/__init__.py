@@ -7,6 +7,9 @@ one module per job:
 - :mod:`~harness.pytest_plugin.gpu_sharing`: one GPU shared by xdist workers;
 - :mod:`~harness.pytest_plugin.recording`: result rows, tallies, the report folder at the end;
 - :mod:`~harness.pytest_plugin.progress`: tests done, time elapsed and left, every half minute;
+- :mod:`~harness.pytest_plugin.time_limit`: the per-case time limit (pytest-timeout), per profile;
+- :mod:`~harness.pytest_plugin.in_flight`: the test each process runs, on disk (a crash names
+  it), and SIGTERM stopping a run with its report written;
 - :mod:`~harness.pytest_plugin.durations` and :mod:`harness.cases.saving`: registered with a
   report folder, one writes durations.csv, the other saves failing cases for replay.
 """
@@ -24,4 +27,6 @@ pytest_plugins = [
     "harness.pytest_plugin.gpu_sharing",
     "harness.pytest_plugin.recording",
     "harness.pytest_plugin.progress",
+    "harness.pytest_plugin.time_limit",
+    "harness.pytest_plugin.in_flight",
 ]

@@ -13,14 +13,23 @@ import pytest
 
 from harness.core import deferred
 from harness.core import device as harness_device
+from harness.core.errors import is_out_of_memory
 from harness.core.registry import records
 from harness.core.results import SESSION
 from harness.profiles import get_profile
 from harness.pytest_plugin.context import report_dir, xdist_worker
+from harness.pytest_plugin.in_flight import stopped
 from harness.pytest_plugin.selection import CASE_PROPERTY, COLLECTED
 from harness.pytest_plugin.sweep import Target
+from harness.pytest_plugin.time_limit import case_time_limit, is_time_limit
 
 OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "HIP out of memory")
+"""Texts of device out-of-memory messages. They decide nothing (out of memory is decided by the
+exception's class: ``harness.core.errors.is_out_of_memory``); tests use them to check that an
+implementation's own out-of-memory failure does not read like the harness's."""
+FAILURE_CAUSE = "failure_cause"
+"""The user property a failed test's report carries when its exception says why by its class:
+``out_of_memory`` (the machine's) or ``timed_out`` (the per-case time limit)."""
 
 
 @dataclasses.dataclass
@@ -31,12 +40,16 @@ class Tally:
     failed: list = dataclasses.field(default_factory=list)
     out_of_memory: list = dataclasses.field(default_factory=list)
     skipped_cases: list = dataclasses.field(default_factory=list)
+    timed_out: list = dataclasses.field(default_factory=list)
 
     def pytest_runtest_logreport(self, report):
-        if report.failed and any(m in str(report.longrepr) for m in OOM_MARKERS):
+        cause = dict(report.user_properties).get(FAILURE_CAUSE)
+        if report.failed and cause == "out_of_memory":
             self.out_of_memory.append(report.nodeid)
         elif report.failed:
             self.failed.append(report.nodeid)
+            if cause == "timed_out":
+                self.timed_out.append(report.nodeid)
         if report.when == "call" and not report.skipped:
             for key, value in report.user_properties:
                 if key == "impl":
@@ -57,6 +70,20 @@ STARTED = pytest.StashKey[datetime.datetime]()
 def pytest_configure(config):
     config.stash[TALLY] = Tally()
     config.pluginmanager.register(config.stash[TALLY], "harness-tally")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Marks a failure whose exception is out of memory, or the time limit, by its class (the
+    report reaches the controller under xdist with its user properties)."""
+    report = yield
+    if report.failed and call.excinfo is not None:
+        error = call.excinfo.value
+        cause = ("out_of_memory" if is_out_of_memory(error)
+                 else "timed_out" if is_time_limit(error) else None)
+        if cause:
+            report.user_properties = [*report.user_properties, (FAILURE_CAUSE, cause)]
+    return report
 
 
 @pytest.fixture(autouse=True)
@@ -149,6 +176,8 @@ def pytest_sessionfinish(session, exitstatus):
                cwd=str(config.invocation_params.dir),
                cases_run=dict(tally.ran), out_of_memory=list(tally.out_of_memory),
                failed=list(tally.failed), impl_wanted=config.getoption("impl") or [],
+               timed_out=list(tally.timed_out), case_time_limit_s=case_time_limit(config),
+               **stopped(config, exitstatus),
                skipped_cases=list(tally.skipped_cases),
                impl_required=_required(config),
                collected=_collected(config, folder),
