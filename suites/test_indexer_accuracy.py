@@ -9,6 +9,7 @@ import pytest
 
 from harness.detectors import config_invariance
 from harness.evaluate import evaluate
+from kernels.sparse_indexer import spec
 from kernels.sparse_indexer.ops import INDEXER_OPS
 
 OPS = INDEXER_OPS
@@ -95,6 +96,62 @@ def test_paged_logits_past_2_31_bytes_of_cache(target, record):
     32-bit arithmetic reads other blocks."""
     rows = target.case.param("batch") * target.case.param("next_n")
     _check(target, dataclasses.replace(target.case, tokens=rows), record)
+
+
+@pytest.mark.gpu
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch={"nightly": [8193], "full": [8193],
+                                                        "default": []},
+                   next_n=[2], context=[131072], heads=[64], sparse_rows=[True])
+def test_paged_logits_past_2_31_elements(target, record):
+    """8193 requests x 2 rows x 131072 columns: 2^31 + 2^18 logits (8.6 GB), the first request
+    seeing a few keys, the last all 131072, the rest none. A kernel computing the output offset
+    ``row * max_model_len`` in 32 bits writes the last request's rows elsewhere (ROCm/aiter
+    #4244). Nightly only (a GPU with the memory to itself)."""
+    rows = target.case.param("batch") * target.case.param("next_n")
+    _check(target, dataclasses.replace(target.case, tokens=rows), record)
+
+
+@pytest.mark.gpu
+@pytest.mark.sweep(ops=["fp8_mqa_logits"], tokens={"nightly": [32769], "full": [32769],
+                                                  "default": []},
+                   context=[32768], heads=[64], sparse_rows=[True])
+def test_prefill_logits_past_2_31_elements(target, record):
+    """32769 queries over 32768 cached keys plus their own: 32769 x 65537 = 2^31 + 98305
+    logits (8.6 GB), the first and last two rows seeing keys. A kernel computing ``m * N`` in
+    32 bits writes the last rows elsewhere. Nightly only."""
+    _check(target, target.case, record)
+
+
+BLOCK_SIZES = list(spec.BLOCK_SIZES)
+
+
+@pytest.mark.sweep(ops=["indexer_k_quant_and_cache"], tokens={"smoke": [67], "default": [67, 4099]},
+                   block_size=BLOCK_SIZES, scale_fmt=[None, "ue8m0"])
+def test_k_cache_write_at_every_block_size(target, record):
+    """The K cache in blocks of 1 (ROCm's per-token cache: block bases not 16-byte aligned), 16,
+    48, 64 and 128 slots: each slot's values and scale where the block-major layout puts them."""
+    _check(target, target.case, record)
+
+
+@pytest.mark.sweep(ops=["fp8_paged_mqa_logits"], batch=[3], next_n=[1, 2],
+                   context={"smoke": [300], "default": [4096]}, heads=HEADS,
+                   block_size=BLOCK_SIZES)
+def test_paged_logits_at_every_block_size(target, record):
+    """Paged logits over caches of 1, 16, 48, 64 and 128 slots a block, shuffled tables: a
+    reader that assumes a block size reads other slots' values or scales."""
+    rows = target.case.param("batch") * target.case.param("next_n")
+    _check(target, dataclasses.replace(target.case, tokens=rows), record)
+
+
+@pytest.mark.sweep(ops=["fp8_quantize_k", "fp8_quantize_q", "indexer_k_quant_and_cache",
+                        "fp8_mqa_logits", "fp8_paged_mqa_logits"],
+                   tokens={"smoke": [6], "default": [258]}, seqs=[3], next_n=[2],
+                   context={"smoke": [300], "default": [4096]}, heads=HEADS,
+                   head_dim=[32, 64], block_size=[1, 64])
+def test_indexer_ops_at_other_head_dims(target, record):
+    """Head dims 32 and 64 (DeepSeek-V3.2's is 128), with caches of 1 and 64 slots a block: an
+    implementation that does not take a head dim declares it and refuses it with an error."""
+    _check(target, target.case, record)
 
 
 @pytest.mark.sweep(ops=["fp8_mqa_logits"], tokens=PREFILL_QUERIES, seqs=PREFILL_SEQS,

@@ -126,6 +126,38 @@ def test_quantisation_rejects_bad_arguments(device):
 
 
 
+@pytest.mark.implementation("triton")
+@pytest.mark.parametrize("op", OPS)
+def test_shipped_kernels_refuse_an_undeclared_head_dim(op, device):
+    """head_dim 48 (not a power of two) is outside what the shipped kernels declare
+    (triton.HEAD_DIMS): a ContractError naming head_dim, never a silent wrong answer, and the
+    registration says so (its sweep cases skip with the reason)."""
+    from kernels.sparse_indexer import triton as shipped
+
+    impl = records(op)["triton"]
+    if not impl.available:
+        pytest.skip(impl.reason)
+    case = Case(op, tokens=4, device=device, head_dim=48,
+                **({"heads": 4} if "heads" in get_spec(op).case_params else {}))
+    assert impl.unsupported_for(case), f"triton/{op} does not declare head_dim 48 unsupported"
+    with pytest.raises(ContractError, match="head_dim"):
+        get_spec(op).call(impl.fn, get_spec(op).make_inputs(case))
+    assert 48 not in shipped.HEAD_DIMS
+
+
+@pytest.mark.implementation("triton")
+def test_shipped_paged_kernel_refuses_a_block_size_it_cannot_tile(device):
+    """Blocks of more than 64 slots are loaded whole (tl.arange): 96 is refused, naming
+    block_size; 1 to 64 slots are gathered whatever the size (the sweeps judge them)."""
+    impl = records("fp8_paged_mqa_logits")["triton"]
+    if not impl.available:
+        pytest.skip(impl.reason)
+    case = Case("fp8_paged_mqa_logits", tokens=2, device=device, heads=4, context=100,
+                block_size=96)
+    with pytest.raises(ContractError, match="block_size"):
+        get_spec("fp8_paged_mqa_logits").call(impl.fn, get_spec("fp8_paged_mqa_logits").make_inputs(case))
+
+
 def test_launch_plan_rejects_an_unknown_key_block_width():
     """A key block width the prefill kernels do not have would launch the wrong grid: the plan
     refuses it when it is made."""
@@ -198,3 +230,42 @@ def test_approximate_division_admits_only_its_bound(ulps, declared, passes):
     assert ev.passed == passes, ev.failures()
     detail = ev.rows[0]["detail"]
     assert "1 scales (first: block" in detail and "value bytes" not in detail, detail
+
+
+@pytest.mark.machinery
+@pytest.mark.parametrize("op,tokens,params", [
+    ("fp8_paged_mqa_logits", 8, (("heads", 4), ("next_n", 2), ("batch", 4), ("context", 200),
+                                 ("sparse_rows", True))),
+    ("fp8_mqa_logits", 9, (("heads", 4), ("context", 100), ("sparse_rows", True))),
+], ids=["paged", "prefill"])
+def test_a_sparse_truth_judges_live_rows_and_every_idle_row(op, tokens, params, monkeypatch):
+    """Logits past SPARSE_TRUTH_FROM elements are judged on a truth of their live rows (the
+    2^31-element cells): lowered here to judge small cases the same way. The reference passes;
+    logits lost past an element offset (the 32-bit wrap's symptom) and one idle row written
+    fail."""
+    from kernels.sparse_indexer import spec as indexer_spec
+
+    monkeypatch.setattr(indexer_spec, "SPARSE_TRUTH_FROM", 0)
+    spec, impl = get_spec(op), records(op)["torch"]
+    case = Case(op, tokens=tokens, params=params)
+    inputs = spec.make_inputs(case)
+    truth = spec.reference(inputs)
+    live = truth["live_rows"]
+    assert 0 < live.numel() < tokens and truth["logits"].shape[0] == live.numel()
+    assert evaluate(spec, impl, case, inputs=inputs, ref=truth).passed
+
+    def lose_tail(*args):
+        out = impl.fn(*args)
+        out.view(-1)[out.numel() - out.shape[1] // 2:] = 0.0
+        return out
+
+    def idle_row_written(*args):
+        out = impl.fn(*args)
+        idle = sorted(set(range(out.shape[0])) - set(live.tolist()))[0]
+        out[idle, 0] = 0.0
+        return out
+
+    for name, fn in (("lose-tail", lose_tail), ("idle-row", idle_row_written)):
+        bad = Implementation(op=op, name=name, fn=fn)
+        ev = evaluate(spec, bad, case, inputs=inputs, ref=truth)
+        assert not ev.passed, f"{name} passed a sparse truth"

@@ -51,3 +51,22 @@ def test_step_selects_reference_topk(impl, data, mix, device, record):
     record([result_row(case, impl, "indexer_step", "topk_indices_buffer", op="indexer_step",
                        tokens=b.num_tokens, **row)])
     assert row["passed"], f"{case.id} [{impl}]: {row['detail']}"
+
+
+@pytest.mark.parametrize("impl", _step_impls())
+@pytest.mark.parametrize("head_dim", [128, 64])
+@pytest.mark.parametrize("block_size", [1, 16])
+def test_step_at_other_block_sizes_and_head_dims(impl, block_size, head_dim, device, record):
+    """The step with its cache in blocks of 1 (ROCm's) and 16 slots, at head dims 128 and 64:
+    each implementation's paged reader reads what its own K-cache writer wrote."""
+    batch, next_n, pad, prefill, seqs = MIXES[1]
+    size = SIZES["cuda" if device == "cuda" else "cpu"]
+    case = Case("fp8_paged_mqa_logits", device=device, batch=batch, next_n=next_n, pad=pad,
+                prefill=prefill, seqs=seqs, **size, data="exact", block_size=block_size,
+                head_dim=head_dim)
+    b = make_step(case)
+    impls = {op: implementations(op)[impl] for op in STEP_OPS}
+    row = judge_step(b, run_step(b, impls), reference_step(b))
+    record([result_row(case, impl, "indexer_step", "topk_indices_buffer", op="indexer_step",
+                       tokens=b.num_tokens, **row)])
+    assert row["passed"], f"{case.id} [{impl}]: {row['detail']}"

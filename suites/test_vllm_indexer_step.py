@@ -45,14 +45,15 @@ def installed():
         pytest.skip(str(exc))
 
 
-def _case(mix, device, data="exact") -> Case:
+def _case(mix, device, data="exact", **params) -> Case:
     batch, next_n, pad, prefill, seqs = mix
     return Case("fp8_paged_mqa_logits", device=device, batch=batch, next_n=next_n, pad=pad,
-                prefill=prefill, seqs=seqs, context=300, heads=4, top_k=32, data=data, block_size=1)
+                prefill=prefill, seqs=seqs, context=300, heads=4, top_k=32, data=data,
+                **{"block_size": 1, **params})
 
 
-def _step(mix, device, data="exact"):
-    return make_step(_case(mix, device, data))
+def _step(mix, device, data="exact", **params):
+    return make_step(_case(mix, device, data, **params))
 
 
 def _judge(module, b, **kw) -> dict:
@@ -118,3 +119,32 @@ def test_replay_pr42810_global_prefill_topk_is_flagged(installed, tmp_path, devi
     row = _judge(pre_fix, _step((0, 1, 0, 40, 3), device), aiter_prefill_topk=True)
     assert not row["passed"], row
     assert _judge(installed, _step((0, 1, 0, 40, 3), device), aiter_prefill_topk=True)["passed"]
+
+
+@pytest.mark.parametrize("head_dim", [128, 64])
+@pytest.mark.parametrize("block_size", [1, 16, 48])
+def test_vllm_indexer_prefill_at_rocm_block_sizes(installed, block_size, head_dim, record,
+                                                 device):
+    """Prefill only, at the block sizes vLLM's ROCm indexer backend accepts (1, multiples of
+    16) and head dims 128 and 64: vLLM's writer (SHUFFLE tiles above one slot) and its own
+    gather (the same tiles) must agree, so the selection is the reference's."""
+    case = _case((0, 1, 0, 40, 3), device, block_size=block_size, head_dim=head_dim)
+    b = make_step(case)
+    row = _judge(installed, b)
+    record([result_row(case, "vllm", "indexer_step", "topk_indices_buffer", op="indexer_step",
+                       tokens=b.num_tokens, **row)])
+    assert row["passed"], row["detail"]
+
+
+def test_vllm_decode_misreads_its_own_cache_above_one_slot_a_block(installed, device):
+    """A finding (2026-11-28), kept as a guard so a fixed release is noticed: with AITER's paged
+    logits unavailable (VLLM_ROCM_USE_AITER=0, or AITER without that kernel), vLLM 0.33.0's
+    decode falls back to ``fp8_paged_mqa_logits_torch``, which reads blocks slot after slot,
+    while its own writer tiles every block of more than one slot (SHUFFLE): at block size 16,
+    which its ROCm backend accepts, the decode rows select from misread keys. Block size 1
+    agrees (the mixes above)."""
+    mix = (3, 1, 0, 0, 1)
+    assert _judge(installed, _step(mix, device))["passed"]
+    row = _judge(installed, _step(mix, device, block_size=16))
+    assert not row["passed"], ("vLLM's decode now reads what its writer writes at block size "
+                               "16: drop this guard and sweep the step at every block size")

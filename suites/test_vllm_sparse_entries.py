@@ -41,22 +41,28 @@ def test_every_sparse_entry_is_bound_or_explained(impl, op):
 
 
 UNSUPPORTED_CASES = {
-    ("vllm-torch", "fp8_paged_mqa_logits"): Case("fp8_paged_mqa_logits", tokens=6, batch=3,
-                                                 next_n=2, context=300, heads=4),
-    ("vllm-triton", "fp8_paged_mqa_logits"): Case("fp8_paged_mqa_logits", tokens=1, batch=1,
-                                                  context=64, heads=3),
+    ("vllm-torch", "fp8_paged_mqa_logits"): (Case("fp8_paged_mqa_logits", tokens=6, batch=3,
+                                                  next_n=2, context=300, heads=4),),
+    ("vllm-triton", "fp8_paged_mqa_logits"): (Case("fp8_paged_mqa_logits", tokens=1, batch=1,
+                                                   context=64, heads=3),
+                                              Case("fp8_paged_mqa_logits", tokens=3, batch=3,
+                                                   context=300, heads=4, block_size=16)),
 }
+"""One case per Unsupported entry of each (implementation, op), in the entries' order."""
 
 
-@pytest.mark.parametrize("impl,op", [(i, o) for i, ops in UNSUPPORTED.items() for o in ops])
-def test_unsupported_inputs_still_fail(impl, op, device):
+@pytest.mark.parametrize("impl,op,entry", [(i, o, n) for i, ops in UNSUPPORTED.items()
+                                           for o, entries in ops.items()
+                                           for n in range(len(entries))])
+def test_unsupported_inputs_still_fail(impl, op, entry, device):
     """An input class declared unsupported is not judged by the sweep; here it must still fail,
     or the entry hides nothing and must go (a fixed vLLM release is noticed)."""
     record = registry.get(op, impl)
     if not record.available:
         pytest.skip(f"{op}/{impl} cannot run here: {record.reason}")
-    case = dataclasses.replace(UNSUPPORTED_CASES[(impl, op)], device=device)
-    assert record.unsupported_for(case), f"{case.id} is not declared unsupported for {impl}"
+    case = dataclasses.replace(UNSUPPORTED_CASES[(impl, op)][entry], device=device)
+    assert UNSUPPORTED[impl][op][entry].applies(case), (
+        f"{case.id} is not the case of {impl}'s Unsupported entry {entry}")
     try:
         passed = evaluate(get_spec(op), record, case).passed
     except Exception:  # noqa: BLE001  (fails to compile or launch: still unsupported)

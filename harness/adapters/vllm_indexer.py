@@ -13,9 +13,12 @@ its torch logits; the harness stands in only where vLLM calls out of its Python:
   does, so that vLLM's own localisation (``_localize_aiter_prefill_topk``) is exercised;
 - the forward context and workspace manager a model runner would have set up.
 
-The K cache uses block size 1: vLLM's writer packs blocks of 64 as SHUFFLE tiles that its torch
-paged-logits fallback does not read (only AITER's preshuffled reader does), so block size 1 is
-the layout that vLLM's CPU path is consistent on (see the closing note of issue 13).
+The K cache uses block size 1 by default: vLLM's writer packs blocks of more than one slot as
+SHUFFLE tiles that its torch paged-logits fallback does not read (only AITER's preshuffled
+reader does), so block size 1 is the layout that vLLM's CPU path is consistent on (see the
+closing note of issue 13). The other block sizes vLLM's ROCm indexer backend accepts (multiples
+of 16) run too: its prefill (writer and gather both SHUFFLE) is consistent there, its decode on
+this path is not (``suites/test_vllm_indexer_step.py`` shows it).
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import torch
 
 from harness.adapters.vllm_sparse import workspace
 from harness.core.registry import REFERENCE, get
-from kernels.sparse_indexer.spec import HEAD_DIM
 from kernels.sparse_indexer.step import StepBatch
 from kernels.sparse_indexer import torch as ref
 from kernels.topk.compare import SENTINEL, guarded_buffer
@@ -194,8 +196,10 @@ def run_step(module, b: StepBatch, *, aiter_prefill_topk: bool = False,
 
     ``buffer_as_allocated``: ``topk_indices_buffer`` exactly ``top_k`` wide, as vLLM allocates
     it, with guard rows around it; False adds guard columns, so its rows are strided."""
-    if b.block_size != 1:
-        raise ValueError("run vLLM's indexer step with block_size 1 (see the module docstring)")
+    if b.block_size != 1 and b.block_size % 16:
+        raise ValueError(f"vLLM's ROCm indexer backend takes block_size 1 or a multiple of 16, "
+                         f"not {b.block_size} (DeepseekV32IndexerBackend."
+                         "get_supported_kernel_block_sizes)")
     if b.num_padded_decode != b.num_decode and b.num_prefill:
         raise ValueError("vLLM pads decode-only batches for CUDA graphs: a step with graph "
                          "padding must have no prefill tokens")
@@ -210,7 +214,7 @@ def run_step(module, b: StepBatch, *, aiter_prefill_topk: bool = False,
     with _patched(module, b, aiter_prefill_topk):
         module.rocm_aiter_sparse_attn_indexer(
             torch.empty(b.num_tokens, 1, device=kv_cache.device), LAYER, kv_cache.squeeze(2), q_fp8, keys, weights,
-            HEAD_DIM, scale_fmt or "fp32", b.top_k, HEAD_DIM, b.max_model_len,
+            b.head_dim, scale_fmt or "fp32", b.top_k, b.head_dim, b.max_model_len,
             sum(c + n for c, n in zip(b.prefill_contexts, b.prefill_lens)) or 1,
             buffer[:b.num_tokens])
     return {"buffer": buffer, "kv_cache": kv_cache}

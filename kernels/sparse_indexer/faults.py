@@ -8,10 +8,10 @@ import torch
 
 from harness.core.faults import SeededFaults
 from harness.core.detectors import CUDA_GRAPH
-from kernels.sparse_indexer.probes import INDEXER_CHECKS, INDEXER_STEP, PAGED_FAR_BLOCKS
+from kernels.sparse_indexer.probes import (INDEXER_CHECKS, INDEXER_STEP, OUTPUTS_PAST_2_31,
+                                           PAGED_FAR_BLOCKS)
 from harness.core.registry import Implementation
 from kernels.sparse_indexer import torch as ref
-from kernels.sparse_indexer.spec import BLOCK_BYTES, BLOCK_SIZE
 from kernels.sparse_indexer.step import StepBatch
 from kernels.topk import torch as topk_ref
 
@@ -48,7 +48,8 @@ def relu_after_head_sum(threshold: int) -> Implementation:
 def block_tables_ignored(threshold: int) -> Implementation:
     """Assumes each request's blocks are contiguous in the cache, in request order."""
     def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
-        need = (context_lens.long() + BLOCK_SIZE - 1) // BLOCK_SIZE
+        bs = kv_cache.shape[1]
+        need = (context_lens.long() + bs - 1) // bs
         first = torch.cumsum(need, 0) - need
         cols = torch.arange(block_tables.shape[1], device=block_tables.device)
         contiguous = (first[:, None] + cols[None, :]).clamp_max(kv_cache.shape[0] - 1).int()
@@ -211,7 +212,112 @@ def block_offset_wraps_at_2_31(threshold: int) -> Implementation:
     """Computes a block's byte offset in signed 32-bit arithmetic: past 2^31 bytes of cache it
     wraps and the kernel reads another block (a cache of more than 254K blocks of 64 slots)."""
     def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
-        wrapped = ((block_tables.long() * BLOCK_BYTES) % 2 ** 31) // BLOCK_BYTES
+        block_bytes = kv_cache[0].numel()
+        wrapped = ((block_tables.long() * block_bytes) % 2 ** 31) // block_bytes
         return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, wrapped.int(),
                                         max_model_len)
     return _impl("fp8_paged_mqa_logits", "fault-block-offset-wraps-at-2-31", paged)
+
+
+def _block_major_bytes(kv_cache: torch.Tensor) -> torch.Tensor:
+    return kv_cache.view(-1)
+
+
+def _scatter_rows(flat: torch.Tensor, offsets: torch.Tensor, data: torch.Tensor) -> None:
+    """``flat[offsets] = data`` where the offset lies inside the buffer; a kernel would write
+    past it, which no CPU tensor can show."""
+    inside = (offsets >= 0) & (offsets < flat.numel())
+    flat[offsets[inside]] = data[inside]
+
+
+def _write_as(k, kv_cache, slot_mapping, scale_fmt, block_size: int, head_dim: int) -> None:
+    """The K-cache write with the block layout of ``block_size`` slots of ``head_dim`` values,
+    whatever the cache's own geometry (the right one when both match it)."""
+    flat = _block_major_bytes(kv_cache)
+    slots = slot_mapping[:k.shape[0]].long()
+    keep = slots >= 0
+    values, scales = ref.quantize_rows(k[keep], scale_fmt)
+    d = k.shape[1]
+    block, slot = slots[keep] // block_size, slots[keep] % block_size
+    base = block * block_size * (head_dim + 4)
+    cols = torch.arange(d, device=k.device)
+    _scatter_rows(flat, base[:, None] + slot[:, None] * head_dim + cols[None, :],
+                  values.view(torch.uint8))
+    scale_at = base + block_size * head_dim + slot * 4
+    _scatter_rows(flat, scale_at[:, None] + torch.arange(4, device=k.device)[None, :],
+                  scales.view(torch.uint8).view(-1, 4))
+
+
+@FAULTS.seed("cache_write_assumes_block_size_64", "indexer_k_quant_and_cache", "cache geometry",
+             INDEXER_CHECKS)
+def cache_write_assumes_block_size_64(threshold: int) -> Implementation:
+    """Writes a slot where it would sit in blocks of 64 slots (DeepGEMM's) whatever the cache's
+    block size: right at 64, and at any other size its values and scales land in other slots'
+    bytes (a block of one slot is ROCm's)."""
+    def write(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
+        _write_as(k, kv_cache, slot_mapping, scale_fmt, 64, k.shape[1])
+    return _impl("indexer_k_quant_and_cache", "fault-cache-write-assumes-block-size-64", write)
+
+
+@FAULTS.seed("cache_write_assumes_head_dim_128", "indexer_k_quant_and_cache", "cache geometry",
+             INDEXER_CHECKS)
+def cache_write_assumes_head_dim_128(threshold: int) -> Implementation:
+    """Strides a block's slots by 128 values and puts its scales after 128 x block_size bytes
+    (DeepSeek-V3.2's head dim baked in): right at 128, overlapping or misplaced at any other."""
+    def write(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
+        _write_as(k, kv_cache, slot_mapping, scale_fmt, kv_cache.shape[1], 128)
+    return _impl("indexer_k_quant_and_cache", "fault-cache-write-assumes-head-dim-128", write)
+
+
+@FAULTS.seed("paged_scale_offset_for_block_size_64", "fp8_paged_mqa_logits", "cache geometry",
+             INDEXER_CHECKS)
+def paged_scale_offset_for_block_size_64(threshold: int) -> Implementation:
+    """Reads a slot's values from the cache's own blocks but its scale at ``block base + 64 *
+    head_dim + 4 * slot``, the scale region of a 64-slot block: right at 64, and at any other
+    block size the scale comes from other slots' bytes."""
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        bs, d = kv_cache.shape[1], q.shape[-1]
+        if bs == 64:
+            return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_tables,
+                                            max_model_len)
+        flat = _block_major_bytes(kv_cache)
+        misread = kv_cache.clone()
+        _, scales = ref.cache_views(misread, d, bs)
+        blocks = torch.arange(kv_cache.shape[0], device=kv_cache.device)
+        at = (blocks[:, None] * bs * (d + 4) + 64 * d
+              + 4 * torch.arange(bs, device=kv_cache.device)[None, :]) % (flat.numel() - 3)
+        words = flat[at.reshape(-1, 1) + torch.arange(4, device=kv_cache.device)[None, :]]
+        scales.copy_(words.contiguous().view(torch.float32).view(scales.shape))
+        return ref.fp8_paged_mqa_logits(q, misread, weights, context_lens, block_tables,
+                                        max_model_len)
+    return _impl("fp8_paged_mqa_logits", "fault-paged-scale-offset-for-block-size-64", paged)
+
+
+def _lost_past_2_31(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` as a kernel leaves them that computes an element's offset ``row * width +
+    col`` in signed 32 bits: every element past 2^31 lands outside the tensor (its own stays as
+    allocated: 0 here)."""
+    logits.view(-1)[2 ** 31:] = 0.0
+    return logits
+
+
+@FAULTS.seed("paged_output_offset_wraps_at_2_31", "fp8_paged_mqa_logits", "32-bit offset overflow",
+             OUTPUTS_PAST_2_31, needs_gpu=True, fuzz_max_elements=3 * 2 ** 30)
+def paged_output_offset_wraps_at_2_31(threshold: int) -> Implementation:
+    """Writes logit ``(row, col)`` at the 32-bit element offset ``row * max_model_len + col``:
+    past 2^31 logits (B x next_n x max_model_len, a large decode batch at long context) it wraps
+    and the last rows are never written."""
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        return _lost_past_2_31(ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
+                                                        block_tables, max_model_len))
+    return _impl("fp8_paged_mqa_logits", "fault-paged-output-offset-wraps-at-2-31", paged)
+
+
+@FAULTS.seed("prefill_output_offset_wraps_at_2_31", "fp8_mqa_logits", "32-bit offset overflow",
+             OUTPUTS_PAST_2_31, needs_gpu=True, fuzz_max_elements=3 * 2 ** 30)
+def prefill_output_offset_wraps_at_2_31(threshold: int) -> Implementation:
+    """Writes logit ``(m, n)`` at the 32-bit element offset ``m * N + n``: past 2^31 logits (a
+    long prefill chunk over a long context) the last query rows are never written."""
+    def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
+        return _lost_past_2_31(ref.fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke))
+    return _impl("fp8_mqa_logits", "fault-prefill-output-offset-wraps-at-2-31", mqa)

@@ -18,7 +18,9 @@ INDEXER_CHECKS = Probe(
         "fp8_quantize_k": ((37, ()), (9, (("scale_fmt", "ue8m0"),))),
         "fp8_quantize_q": ((13, (("heads", 4),)), (5, (("heads", 4), ("data", "fp8-max")))),
         "indexer_k_quant_and_cache": ((70, ()), (20, (("scale_fmt", "ue8m0"),)),
-                                      (20, (("data", "zero-tokens"), ("slots", "runs")))),
+                                      (20, (("data", "zero-tokens"), ("slots", "runs"))),
+                                      (20, (("block_size", 1),)),
+                                      (20, (("block_size", 16), ("head_dim", 64)))),
         "fp8_mqa_logits": ((29, (("heads", 4), ("seqs", 3), ("context", 200))),
                            (16, (("heads", 8), ("seqs", 1), ("context", 0))),
                            (65, (("heads", 8), ("seqs", 2), ("context", 256))),
@@ -26,14 +28,18 @@ INDEXER_CHECKS = Probe(
         "fp8_paged_mqa_logits": ((12, (("heads", 4), ("next_n", 2), ("context", 300))),
                                  (7, (("heads", 4), ("context", 130))),
                                  (8, (("heads", 4), ("next_n", 2), ("context", 300),
-                                      ("empty_requests", 1), ("shared_prefix", True)))),
+                                      ("empty_requests", 1), ("shared_prefix", True))),
+                                 (6, (("heads", 4), ("next_n", 2), ("context", 100),
+                                      ("block_size", 1))),
+                                 (3, (("heads", 4), ("context", 100), ("block_size", 16),
+                                      ("head_dim", 64)))),
     })
 """Small indexer cases: ragged windows with context, a query row that sees a single key, next_n
 draft rows, shuffled block tables over a cache full of garbage bytes; one prefill call with more
 than FP8_MMA_SAMPLE visible logits, where the fp8-mma class judges the spread of the errors; one
 with more than 4096 keys ending in a partial block of 128; all-zero K tokens written past runs of
 -1 slots; Q rows at the top of the e4m3 range; a paged batch with an empty request and shared
-prefix blocks."""
+prefix blocks; caches of blocks of 1 and 16 slots, and head dim 64."""
 
 PAGED_FAR_BLOCKS = Probe(
     "paged_far_blocks", "paged-cache offsets that overflow past 2^31 bytes",
@@ -42,6 +48,17 @@ PAGED_FAR_BLOCKS = Probe(
                                          ("far_blocks", True))),)})
 """A 2.1 GB paged cache whose used blocks lie past byte 2^31 (GPU only: the fault that reads it
 through 32-bit offsets is declared needs_gpu)."""
+
+OUTPUTS_PAST_2_31 = Probe(
+    "outputs_past_2_31", "logits offsets that overflow past 2^31 elements",
+    passes="logits tensors of more than 2^31 elements match the reference in their last rows",
+    cases={"fp8_paged_mqa_logits": ((16386, (("heads", 4), ("next_n", 2), ("batch", 8193),
+                                             ("context", 131072), ("sparse_rows", True))),),
+           "fp8_mqa_logits": ((32769, (("heads", 4), ("context", 32768),
+                                       ("sparse_rows", True))),)})
+"""Paged logits of 8193 x 2 rows x 131072 and prefill logits of 32769 x 65537 (each 8.6 GB,
+just past 2^31 elements), only their first and last rows seeing keys: GPU only, like their
+faults."""
 
 STEP_PROBES = (
     (("batch", 3), ("next_n", 2), ("pad", 2), ("prefill", 9), ("seqs", 2), ("context", 300),

@@ -7,7 +7,10 @@ sequences sharing a cached ``context`` budget, as for top-k; ``tokens`` query ro
 decode batch (``tokens`` = requests x ``next_n`` query rows, or ``batch`` requests; ``context``
 the maximum context; ``shuffled`` block tables, unused cache slots and spare blocks full of
 garbage bytes, including fp8 NaN patterns, which a correct kernel never lets into a visible
-logit). ``scale_fmt``: None or ``ue8m0`` (power-of-two scales).
+logit). ``scale_fmt``: None or ``ue8m0`` (power-of-two scales). ``head_dim`` (default 128)
+and, for the K cache, ``block_size`` slots a block (default 64, the contract's; 1 is ROCm's
+per-token cache, whose blocks start at ``(head_dim + 4) * block`` bytes, not 16-byte aligned):
+BLOCK_SIZES and HEAD_DIM_CELLS say which are judged and why (docs/spec/indexer_block_sizes.md).
 
 Comparisons:
 - quantised values, scales and the whole cache: bit-exact (RTNE of x / scale is deterministic),
@@ -100,6 +103,39 @@ QUANT_SIZES = (
 )
 UE8M0 = Cell("metadata", "ue8m0 scales", "scales rounded up to a power of two",
              {"scale_fmt": "ue8m0"})
+NIGHTLY_PROFILES = ("nightly", "full")
+OUTPUT_PAST_2_31_ELSEWHERE = ("an output of more than 2^31 elements (8.6 GB fp32, twice with "
+                              "the copy judged) needs a GPU to itself: nightly and full only")
+HEAD_DIMS = (32, 64, HEAD_DIM)
+"""Head dims judged: vLLM 0.33.0's DeepseekV32IndexerBackend declares 32, 64 and 128."""
+HEAD_DIM_CELLS = (
+    Cell("metadata", "head_dim 32", "the smallest indexer head vLLM declares: one fp8 MMA "
+         "deep, 36 bytes a slot", {"head_dim": 32}),
+    Cell("metadata", "head_dim 64", "a narrower indexer head than DeepSeek-V3.2's 128: every "
+         "offset that hard-codes 128 values (or 132 bytes a slot) lands elsewhere",
+         {"head_dim": 64}),
+)
+"""Head dims other than 128, on every op; an implementation that does not take one declares it
+(``Unsupported``) and refuses it with a clear error (the shipped kernels: triton.HEAD_DIMS)."""
+BLOCK_SIZES = (1, 16, 48, 64, 128)
+"""K-cache block sizes judged (docs/spec/indexer_block_sizes.md has why): the ones vLLM 0.33.0's
+indexer backends accept (DeepSeek-V3.2: 64 off ROCm, 1 or a multiple of 16 on ROCm; V4.1: 64 or
+128). 64 is the contract's (DeepGEMM's); 1 ROCm's per-token cache, AITER's paged Triton
+reader's, whose block bases are not 16-byte aligned; 16 one SHUFFLE tile; 48 a multiple of 16
+that is not a power of two; 128 a block of two 64-key tiles."""
+BLOCK_SIZE_CELLS = (
+    Cell("metadata", "block size 1", "ROCm's per-token K cache: each slot head_dim fp8 values, "
+         "then its 4 scale bytes; block bases at (head_dim + 4) * b bytes, not 16-byte aligned",
+         {"block_size": 1}),
+    Cell("metadata", "block size 16", "blocks of 16 slots: one SHUFFLE tile, fewer slots than a "
+         "64-key MMA tile", {"block_size": 16}),
+    Cell("metadata", "block size 48", "blocks of 48 slots: a multiple of 16 (ROCm accepts any) "
+         "that is not a power of two, so no power-of-two tile covers a block", {"block_size": 48}),
+    Cell("metadata", "block size 64", "the contract's (DeepGEMM's) blocks of 64 slots",
+         {"block_size": 64}),
+    Cell("metadata", "block size 128", "blocks of 128 slots (vLLM's DeepSeek-V4.1 indexer off "
+         "Hopper): two 64-key tiles a block", {"block_size": 128}),
+)
 
 
 NEG_ZERO_FP8 = 0x80
@@ -275,7 +311,10 @@ def logits_row(out: torch.Tensor, expect: torch.Tensor, bound: torch.Tensor, dim
 FUZZ_TOKENS = Sizes(1, 65536, edges=(1, 2, 3, 4, 5, 63, 64, 65, 127, 129, 4097))
 FUZZ_DATA = Choice(tuple(DISTRIBUTIONS))
 FUZZ_HEADS = Sizes(1, 64, edges=(1, 4, 64))
-FUZZ_CONTEXT = Sizes(1, 131072, edges=(1, 63, 64, 65, 128, 4096, 4097, 8192, 65536))
+FUZZ_CONTEXT = Sizes(1, 131072, edges=(1, 63, 64, 65, 128, 4096, 4097, 8192, 65536, 131072))
+FUZZ_BLOCK_SIZE = Choice((BLOCK_SIZE,) + tuple(b for b in BLOCK_SIZES if b != BLOCK_SIZE))
+FUZZ_HEAD_DIM = Choice(tuple(sorted(HEAD_DIMS, key=lambda d: d != HEAD_DIM)))
+"""The contract's block size and DeepSeek-V3.2's head dim first: the values a shrunk case keeps."""
 
 
 def _logits_x_heads(values: dict) -> int:
@@ -295,13 +334,13 @@ class QuantizeKSpec(OpSpec):
     outputs = ("values", "scale")
     output_dtypes = {"values": FP8, "scale": torch.float32}
     token_args = ("k",)
-    case_params = {"scale_fmt": None, "data": "random"}
-    input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (UE8M0,))
+    case_params = {"scale_fmt": None, "data": "random", "head_dim": HEAD_DIM}
+    input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (UE8M0,) + HEAD_DIM_CELLS)
     fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "scale_fmt": Choice((None, "ue8m0")),
-                            "data": FUZZ_DATA})
+                            "data": FUZZ_DATA, "head_dim": FUZZ_HEAD_DIM})
 
     def _make_inputs(self, case: Case) -> dict:
-        k = _activations(case, 1, case.tokens, HEAD_DIM)
+        k = _activations(case, 1, case.tokens, self.param(case, "head_dim"))
         if case.tokens >= 4 and self.param(case, "data") == "random":
             k[0] = 0
             k[1] *= 1e4
@@ -325,21 +364,23 @@ class QuantizeQSpec(QuantizeKSpec):
     outputs = ("values", "weights")
     output_dtypes = {"values": FP8, "weights": torch.float32}
     token_args = ("q", "weights")
-    case_params = {"heads": HEADS, "data": "random"}
+    case_params = {"heads": HEADS, "data": "random", "head_dim": HEAD_DIM}
     input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
         Cell("sizes", "64 heads", "DeepSeek-V3.2's indexer heads", {"heads": 64},
-             profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),))
-    fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "heads": FUZZ_HEADS, "data": FUZZ_DATA})
+             profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),) + HEAD_DIM_CELLS)
+    fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "heads": FUZZ_HEADS, "data": FUZZ_DATA,
+                            "head_dim": FUZZ_HEAD_DIM})
 
     def case_elements(self, case: Case) -> int | None:
-        return case.tokens * self.param(case, "heads") * HEAD_DIM if case.tokens else None
+        return (case.tokens * self.param(case, "heads") * self.param(case, "head_dim")
+                if case.tokens else None)
 
     def _make_inputs(self, case: Case) -> dict:
-        heads = self.param(case, "heads")
-        q = _activations(case, 2, case.tokens, heads, HEAD_DIM)
+        heads, d = self.param(case, "heads"), self.param(case, "head_dim")
+        q = _activations(case, 2, case.tokens, heads, d)
         w = torch.randn(case.tokens, heads, generator=generator(case, 3, case.device),
                         device=case.device)
-        return {"q": q, "weights": w, "softmax_scale": HEAD_DIM ** -0.5}
+        return {"q": q, "weights": w, "softmax_scale": d ** -0.5}
 
     def _reference(self, inputs):
         values, scale = ref.quantize_rows(inputs["q"], "ue8m0")
@@ -348,13 +389,16 @@ class QuantizeQSpec(QuantizeKSpec):
 
 
 BLOCK_BYTES = BLOCK_SIZE * (HEAD_DIM + SCALE_BYTES)
-FAR_BLOCK = 2 ** 31 // BLOCK_BYTES + 1
-"""The first block whose bytes lie past 2^31 from the cache's start (``far_blocks``)."""
 
 
-def _garbage_cache(case: Case, num_blocks: int) -> torch.Tensor:
+def far_block(block_size: int, head_dim: int) -> int:
+    """The first block whose bytes lie past 2^31 from the cache's start (``far_blocks``)."""
+    return 2 ** 31 // (block_size * (head_dim + SCALE_BYTES)) + 1
+
+
+def _garbage_cache(case: Case, num_blocks: int, block_size: int, head_dim: int) -> torch.Tensor:
     g = generator(case, 9, case.device)
-    return torch.randint(0, 256, (num_blocks, BLOCK_SIZE, 1, HEAD_DIM + SCALE_BYTES),
+    return torch.randint(0, 256, (num_blocks, block_size, 1, head_dim + SCALE_BYTES),
                          generator=g, device=case.device, dtype=torch.uint8)
 
 
@@ -366,31 +410,33 @@ class QuantAndCacheSpec(OpSpec):
     outputs = ("kv_cache",)
     output_dtypes = {"kv_cache": torch.uint8}
     token_args = ("k", "slot_mapping")
-    case_params = {"scale_fmt": None, "data": "random", "slots": "scattered"}
+    case_params = {"scale_fmt": None, "data": "random", "slots": "scattered",
+                   "block_size": BLOCK_SIZE, "head_dim": HEAD_DIM}
     """``slots``: ``scattered`` (one token in eight unused, -1, anywhere) or ``runs`` (the first
     and last quarter of the batch -1: the padding tokens of a graph batch write nothing)."""
     input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
         UE8M0,
         Cell("metadata", "-1 runs", "the first and last quarter of slot_mapping -1 (graph "
              "padding)", {"slots": "runs"}),
-    ))
+    ) + BLOCK_SIZE_CELLS + HEAD_DIM_CELLS)
     fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "scale_fmt": Choice((None, "ue8m0")),
-                            "data": FUZZ_DATA, "slots": Choice(("scattered", "runs"))})
+                            "data": FUZZ_DATA, "slots": Choice(("scattered", "runs")),
+                            "block_size": FUZZ_BLOCK_SIZE, "head_dim": FUZZ_HEAD_DIM})
     reference_extras = ref.KV_LAYOUTS
     """The cache as each layout an implementation may declare (``kv_layout``) writes it."""
 
     def _make_inputs(self, case: Case) -> dict:
-        t = case.tokens
-        num_blocks = t // BLOCK_SIZE + 3
+        t, bs, d = case.tokens, self.param(case, "block_size"), self.param(case, "head_dim")
+        num_blocks = t // bs + 3
         g = generator(case, 4, case.device)
-        slots = torch.randperm(num_blocks * BLOCK_SIZE, generator=g, device=case.device)[:t]
+        slots = torch.randperm(num_blocks * bs, generator=g, device=case.device)[:t]
         if self.param(case, "slots") == "runs":
             slots[:max(1, t // 4)] = -1
             slots[t - t // 4:] = -1
         elif t >= 4:
             slots[torch.randperm(t, generator=g, device=case.device)[:max(1, t // 8)]] = -1
-        return {"k": _activations(case, 5, t, HEAD_DIM), "kv_cache": _garbage_cache(case, num_blocks),
-                "slot_mapping": slots.long(), "quant_block_size": HEAD_DIM,
+        return {"k": _activations(case, 5, t, d), "kv_cache": _garbage_cache(case, num_blocks, bs, d),
+                "slot_mapping": slots.long(), "quant_block_size": d,
                 "scale_fmt": self.param(case, "scale_fmt")}
 
     def prepare(self, inputs):
@@ -416,16 +462,17 @@ class QuantAndCacheSpec(OpSpec):
         if layout not in ref.KV_LAYOUTS:
             return [{"output": "kv_cache", "passed": False, "detail": f"declared K-cache layout "
                      f"{layout!r} is unknown; the harness knows {', '.join(ref.KV_LAYOUTS)}"}]
-        row = cache_row(c.outputs["kv_cache"], c.expected[layout], BLOCK_SIZE * HEAD_DIM,
-                        c.declared("fp32_division", "exact"))
+        cache = c.inputs["kv_cache"]
+        row = cache_row(c.outputs["kv_cache"], c.expected[layout],
+                        cache.shape[1] * c.inputs["k"].shape[1], c.declared("fp32_division", "exact"))
         return [{**row, "layout": layout}]
 
 
-def quantized_q(case: Case, rows: int, heads: int):
-    q = _activations(case, 6, rows, heads, HEAD_DIM)
+def quantized_q(case: Case, rows: int, heads: int, head_dim: int = HEAD_DIM):
+    q = _activations(case, 6, rows, heads, head_dim)
     w = torch.randn(rows, heads, generator=generator(case, 7, case.device), device=case.device)
     values, scale = ref.quantize_rows(q, "ue8m0")
-    return values, w * scale * (HEAD_DIM ** -0.5 * heads ** -0.5)
+    return values, w * scale * (head_dim ** -0.5 * heads ** -0.5)
 
 
 class MqaLogitsSpec(OpSpec):
@@ -434,7 +481,11 @@ class MqaLogitsSpec(OpSpec):
     outputs = ("logits",)
     output_dtypes = {"logits": torch.float32}
     token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
-    case_params = {"heads": HEADS, "seqs": 1, "context": 1024, "data": "random"}
+    case_params = {"heads": HEADS, "seqs": 1, "context": 1024, "data": "random",
+                   "head_dim": HEAD_DIM, "sparse_rows": False}
+    """``sparse_rows``: one sequence with exactly ``context`` cached keys, of whose query rows only
+    the first and last two see keys (the others' windows are empty, every logit -inf): a logits
+    tensor past 2^31 elements whose float64 truth stays a few rows (SPARSE_TRUTH_FROM)."""
     input_space = InputSpace(VALUE_CELLS + (
         Cell("sizes", "<= 64 query rows", "small prefill chunks", {"tokens": between(1, 64)}),
         Cell("sizes", "> 64 query rows", "prefill chunks of hundreds to 16384 queries",
@@ -445,34 +496,53 @@ class MqaLogitsSpec(OpSpec):
              profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),
         Cell("metadata", "ragged batch", "several sequences, each query seeing its own "
              "sequence's keys", {"seqs": at_least(2)}),
-    ))
-    fuzz_space = FuzzSpace({"tokens": Sizes(1, 16384, edges=(1, 2, 63, 64, 65, 129)),
+        Cell("sizes", "logits past 2^31 elements", "M x N > 2^31 logits (32769 queries x 65537 "
+             "keys, 8.6 GB): a 32-bit output offset (row * N) wraps in the last rows",
+             where=lambda v: (v.get("tokens") or 0) * (v.get("context", 0) + (v.get("tokens") or 0))
+             > 2 ** 31 and v.get("sparse_rows"), profiles=NIGHTLY_PROFILES,
+             elsewhere=OUTPUT_PAST_2_31_ELSEWHERE),
+    ) + HEAD_DIM_CELLS)
+    fuzz_space = FuzzSpace({"tokens": Sizes(1, 16384, edges=(1, 2, 63, 64, 65, 129, 16384)),
                             "heads": FUZZ_HEADS, "seqs": Sizes(1, 8), "context": FUZZ_CONTEXT,
-                            "data": FUZZ_DATA}, shrink_to_fit=("tokens", "context"),
+                            "data": FUZZ_DATA, "head_dim": FUZZ_HEAD_DIM,
+                            "sparse_rows": flag(on_cpu=False)},
+                           shrink_to_fit=("tokens", "context"),
                            cost=_logits_x_heads)
 
     def case_elements(self, case: Case) -> int | None:
         """Query rows x context: the logits (and a torch implementation's per-head scores,
-        heads times that) are what fill the memory."""
-        return case.tokens * max(self.param(case, "context"), 1) if case.tokens else None
-    reference_extras = ("bound",)
-    """``sum_h |w| sum_d |q k| * k_scale`` per logit (float64): the scale of its rounding."""
+        heads times that) are what fill the memory (``sparse_rows``: x context + rows keys)."""
+        keys = self.param(case, "context") + (case.tokens if self.param(case, "sparse_rows") else 0)
+        return case.tokens * max(keys, 1) if case.tokens else None
+    reference_extras = ("bound", "live_rows")
+    """``bound``: ``sum_h |w| sum_d |q k| * k_scale`` per logit (float64), the scale of its
+    rounding. ``live_rows``: where the logits have SPARSE_TRUTH_FROM elements or more, the rows
+    that see any key; ``logits`` and ``bound`` then hold those rows only, and every other row
+    must be all -inf."""
 
     def _make_inputs(self, case: Case) -> dict:
-        heads = self.param(case, "heads")
-        batch = ragged_prefill(case.tokens, self.param(case, "seqs"), self.param(case, "context"),
-                               generator(case, 8))
-        k = _activations(case, 10, max(batch.num_keys, 1), HEAD_DIM)
+        heads, d = self.param(case, "heads"), self.param(case, "head_dim")
+        if self.param(case, "sparse_rows"):
+            starts, ends, num_keys = _sparse_windows(case.tokens, self.param(case, "context"))
+        else:
+            batch = ragged_prefill(case.tokens, self.param(case, "seqs"),
+                                   self.param(case, "context"), generator(case, 8))
+            starts, ends, num_keys = batch.starts, batch.ends, batch.num_keys
+        k = _activations(case, 10, max(num_keys, 1), d)
         k_fp8, k_scale = ref.quantize_rows(k, None)
-        q, w = quantized_q(case, case.tokens, heads)
+        q, w = quantized_q(case, case.tokens, heads, d)
         return {"q": q, "kv": (k_fp8, k_scale), "weights": w,
-                "cu_seqlen_ks": batch.starts.to(case.device), "cu_seqlen_ke": batch.ends.to(case.device)}
+                "cu_seqlen_ks": starts.to(case.device), "cu_seqlen_ke": ends.to(case.device)}
 
 
     def reference(self, inputs):
         args = (inputs["q"], inputs["kv"][0], inputs["kv"][1], inputs["weights"],
                 inputs["cu_seqlen_ks"], inputs["cu_seqlen_ke"])
-        return {"logits": _f64_logits(*args), "bound": ref.mqa_bound(*args)}
+        if args[0].shape[0] * args[1].shape[0] < SPARSE_TRUTH_FROM:
+            return {"logits": _f64_logits(*args), "bound": ref.mqa_bound(*args)}
+        live = (args[5] > args[4]).nonzero().reshape(-1)
+        args = (args[0][live], *args[1:3], args[3][live], args[4][live], args[5][live])
+        return {"logits": _f64_logits(*args), "bound": ref.mqa_bound(*args), "live_rows": live}
 
     def compare(self, c: Comparison):
         """Within the declared accumulation class's bound; an implementation that declares
@@ -482,6 +552,8 @@ class MqaLogitsSpec(OpSpec):
         if outside not in ("-inf", "unwritten"):
             return [{"output": "logits", "passed": False, "detail": f"unknown declared "
                      f"outside_window {outside!r}; declare '-inf' or 'unwritten'"}]
+        if "live_rows" in expect:
+            return [_sparse_logits_row(c, outside)]
         if outside == "unwritten" and logits.shape == expect["logits"].shape:
             logits = logits.masked_fill(torch.isneginf(expect["logits"]), float("-inf"))
         dims = (c.inputs["q"].shape[-1], c.inputs["q"].shape[-2])
@@ -489,6 +561,55 @@ class MqaLogitsSpec(OpSpec):
         if outside != "-inf":
             row["outside_window"] = f"not judged (declared {outside})"
         return [row]
+
+
+SPARSE_TRUTH_FROM = 2 ** 30
+"""Logits of this many elements or more get a float64 truth of their rows that see any key only
+(``live_rows``): a dense one would take 17 GB per 2^31 logits, twice (values and bounds)."""
+
+
+def _sparse_windows(rows: int, context: int):
+    """(ks, ke, keys) of one causal sequence of ``rows`` queries after ``context`` cached keys,
+    in which only the first and last two queries see keys (the rest: empty windows)."""
+    ks = torch.zeros(rows, dtype=torch.int32)
+    ke = torch.zeros(rows, dtype=torch.int32)
+    live = torch.tensor(sorted({0, 1, rows - 2, rows - 1} & set(range(rows))), dtype=torch.long)
+    ke[live] = (context + live + 1).int()
+    return ks, ke, context + rows
+
+
+def _sparse_logits_row(c: Comparison, outside: str) -> dict:
+    """Logits judged against a truth of their live rows (``live_rows``): those rows within the
+    accumulation bound, every other row all -inf (unless the implementation declares
+    ``outside_window: unwritten``), counted in chunks so no float64 copy is made."""
+    logits, expect = c.outputs["logits"], c.expected
+    live = expect["live_rows"].to(logits.device)
+    q = c.inputs["q"]
+    rows = q.shape[0] * (q.shape[1] if q.dim() == 4 else 1)
+    width = expect["logits"].shape[1]
+    if tuple(logits.shape) != (rows, width) or logits.dtype != torch.float32:
+        return {"output": "logits", "passed": False, "shape": tuple(logits.shape),
+                "detail": f"got {logits.dtype} {tuple(logits.shape)}, contract float32 "
+                          f"{(rows, width)}"}
+    got = logits[live]
+    if outside == "unwritten":
+        got = got.masked_fill(torch.isneginf(expect["logits"]), float("-inf"))
+    dims = (q.shape[-1], q.shape[-2])
+    row = logits_row(got, expect["logits"], expect["bound"], dims, c.accumulation)
+    idle = torch.ones(rows, dtype=torch.bool, device=logits.device)
+    idle[live] = False
+    not_inf = 0
+    if outside == "-inf":
+        step = max(1, 2 ** 28 // max(width, 1))
+        for r0 in range(0, rows, step):
+            part = logits[r0:r0 + step][idle[r0:r0 + step]]
+            not_inf += int((~torch.isneginf(part)).sum())
+    row = {**row, "shape": tuple(logits.shape), "live_rows": int(live.numel()),
+           "idle_not_inf": not_inf}
+    if not_inf:
+        row.update(passed=False, detail="; ".join(filter(None, [
+            row["detail"], f"{not_inf} logits of rows that see no key are not -inf"])))
+    return row
 
 
 def _f64_logits(q, k, k_scale, weights, ks, ke) -> torch.Tensor:
@@ -503,12 +624,15 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
     token_args = ()
     case_params = {"heads": HEADS, "next_n": 1, "batch": 0, "context": 2048, "shuffled": True,
                    "capacity": False, "data": "random", "empty_requests": 0,
-                   "shared_prefix": False, "far_blocks": False}
+                   "shared_prefix": False, "far_blocks": False, "block_size": BLOCK_SIZE,
+                   "head_dim": HEAD_DIM, "sparse_rows": False}
     """Beside the prefill ones: ``empty_requests``, the last N requests have no context
     (context_len 0: every logit of theirs -inf); ``shared_prefix``, every request's first blocks
     are request 0's (prefix caching: one physical block in several tables); ``far_blocks``, the
     cache is larger than 2^31 bytes and the requests' blocks lie past that offset (a 32-bit
-    byte offset wraps)."""
+    byte offset wraps); ``sparse_rows``, only the first request (a few keys) and the last (the
+    whole ``context``) have context, the others none: a logits tensor past 2^31 elements whose
+    float64 truth stays a few rows."""
     input_space = InputSpace(VALUE_CELLS + (
         Cell("sizes", "context <= 8192", "short and medium contexts", {"context": between(1, 8192)}),
         Cell("sizes", "context >= 65536", "long contexts (65536, 131072)",
@@ -519,6 +643,12 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
         Cell("sizes", "cache past 2^31 bytes", "blocks at byte offsets past 2^31 of a 2.1 GB cache",
              {"far_blocks": True}, profiles=GPU_PROFILES,
              elsewhere="a 2.1 GB cache per case: run on a GPU"),
+        Cell("sizes", "logits past 2^31 elements", "B x next_n x max_model_len > 2^31 logits "
+             "(8193 x 2 x 131072, 8.6 GB): a 32-bit output offset (row * max_model_len) wraps "
+             "in the last request's rows (ROCm/aiter #4244)",
+             where=lambda v: v.get("batch", 0) * v.get("next_n", 1) * v.get("context", 0)
+             > 2 ** 31, profiles=NIGHTLY_PROFILES,
+             elsewhere=OUTPUT_PAST_2_31_ELSEWHERE),
         Cell("metadata", "next_n > 1", "speculative drafts, each seeing one more key",
              {"next_n": at_least(2)}),
         Cell("metadata", "next_n not a power of two", "3 drafts: rows laid out by tl.arange need "
@@ -531,13 +661,15 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
         Cell("metadata", "graph-sized buffers", "cache and tables sized for max_model_len, as a "
              "captured decode graph's", {"capacity": True}, profiles=GPU_PROFILES,
              elsewhere="the CUDA-graph suite builds them; it needs a GPU"),
-    ))
+    ) + BLOCK_SIZE_CELLS + HEAD_DIM_CELLS)
     replay_params = (("capacity", True),)
-    fuzz_space = FuzzSpace({"batch": Sizes(1, 256, edges=(1, 2, 3, 64)), "next_n": Sizes(1, 4),
+    fuzz_space = FuzzSpace({"batch": Sizes(1, 16385, edges=(1, 2, 3, 64, 8193, 16385)),
+                            "next_n": Sizes(1, 4),
                             "heads": FUZZ_HEADS, "context": FUZZ_CONTEXT, "data": FUZZ_DATA,
                             "shuffled": Choice((True, False)), "capacity": flag(),
                             "empty_requests": Sizes(0, 3), "shared_prefix": flag(),
-                            "far_blocks": flag(on_cpu=False)},
+                            "far_blocks": flag(on_cpu=False), "block_size": FUZZ_BLOCK_SIZE,
+                            "head_dim": FUZZ_HEAD_DIM, "sparse_rows": flag(on_cpu=False)},
                            requests="batch", shrink_to_fit=("batch", "context"),
                            adjust=_decode_batch, cost=_logits_x_heads)
 
@@ -550,6 +682,7 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
 
     def _make_inputs(self, case: Case) -> dict:
         next_n, heads = self.param(case, "next_n"), self.param(case, "heads")
+        bs, d = self.param(case, "block_size"), self.param(case, "head_dim")
         if case.tokens % next_n:
             raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of next_n={next_n}")
         batch, n = case.tokens // next_n, self.param(case, "context")
@@ -558,15 +691,18 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
         empty = min(self.param(case, "empty_requests"), batch)
         if empty:
             lens[batch - empty:] = 0
-        need = [(int(x) + BLOCK_SIZE - 1) // BLOCK_SIZE for x in lens]
+        if self.param(case, "sparse_rows") and batch > 1:
+            lens[1:-1] = 0
+            lens[-1] = n
+        need = [(int(x) + bs - 1) // bs for x in lens]
         donor = max(range(batch), key=lambda b: need[b]) if batch else 0
         shared = [min(nb, need[donor]) // 2 if self.param(case, "shared_prefix") and b != donor
                   else 0 for b, nb in enumerate(need)]
-        max_blocks = (n + BLOCK_SIZE - 1) // BLOCK_SIZE
+        max_blocks = (n + bs - 1) // bs
         # ``capacity``: the cache holds max_model_len for every request, as vLLM sizes the
         # buffers a decode graph is captured with, so every seed has the same shapes
         total = (batch * max_blocks if self.param(case, "capacity") else sum(need)) + 3
-        first = FAR_BLOCK if self.param(case, "far_blocks") else 0
+        first = far_block(bs, d) if self.param(case, "far_blocks") else 0
         order = (torch.randperm(total, generator=g) if self.param(case, "shuffled")
                  else torch.arange(total)) + first
         tables = torch.randint(0, total, (batch, max_blocks), generator=g, dtype=torch.int32) + first
@@ -575,36 +711,49 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
             tables[b, :shared[b]] = tables[donor, :shared[b]]
             tables[b, shared[b]:need[b]] = order[used:used + need[b] - shared[b]].int()
             used += need[b] - shared[b]
-        cache = _garbage_cache(case, total + first)
+        cache = _garbage_cache(case, total + first, bs, d)
         for b in range(batch):
             length = int(lens[b])
-            pos = torch.arange(shared[b] * BLOCK_SIZE, length)
-            slots = (tables[b].long()[pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE).to(case.device)
-            keys = _activations(case, 100 + b, length, HEAD_DIM)[shared[b] * BLOCK_SIZE:]
-            ref.indexer_k_quant_and_cache(keys, cache, slots, HEAD_DIM, None)
-        q, w = quantized_q(case, case.tokens, heads)
-        return {"q": q.view(batch, next_n, heads, HEAD_DIM), "kv_cache": cache, "weights": w,
+            if length <= shared[b] * bs:
+                continue
+            pos = torch.arange(shared[b] * bs, length)
+            slots = (tables[b].long()[pos // bs] * bs + pos % bs).to(case.device)
+            keys = _activations(case, 100 + b, length, d)[shared[b] * bs:]
+            ref.indexer_k_quant_and_cache(keys, cache, slots, d, None)
+        q, w = quantized_q(case, case.tokens, heads, d)
+        return {"q": q.view(batch, next_n, heads, d), "kv_cache": cache, "weights": w,
                 "context_lens": lens.to(case.device), "block_tables": tables.to(case.device),
-                "max_model_len": max_blocks * BLOCK_SIZE}
+                "max_model_len": max_blocks * bs}
 
     def reference(self, inputs):
         q, cache, w = inputs["q"], inputs["kv_cache"], inputs["weights"]
         b, next_n, _, d = q.shape
-        out = torch.full((b * next_n, inputs["max_model_len"]), float("-inf"), dtype=torch.float64,
-                         device=q.device)
+        lens = inputs["context_lens"].cpu()
+        requests = list(range(b))
+        sparse = b * next_n * inputs["max_model_len"] >= SPARSE_TRUTH_FROM
+        if sparse:
+            requests = [int(i) for i in (lens > 0).nonzero().reshape(-1)]
+        out = torch.full((len(requests) * next_n, inputs["max_model_len"]), float("-inf"),
+                         dtype=torch.float64, device=q.device)
         bound = torch.zeros_like(out)
         positions = ref.paged_positions(inputs["context_lens"], next_n)
-        for i in range(b):
-            length = int(inputs["context_lens"][i])
+        for slot, i in enumerate(requests):
+            length = int(lens[i])
             if length <= 0:
                 continue
-            k, scale = ref.gather_paged_keys(cache, inputs["block_tables"], i, length, d, BLOCK_SIZE)
+            k, scale = ref.gather_paged_keys(cache, inputs["block_tables"], i, length, d,
+                                             cache.shape[1])
             rows = slice(i * next_n, (i + 1) * next_n)
+            into = slice(slot * next_n, (slot + 1) * next_n)
             ke = (positions[rows] + 1).clamp(0, length).int()
             args = (q[i], k, scale, w[rows], torch.zeros_like(ke), ke)
-            out[rows, :length] = _f64_logits(*args)
-            bound[rows, :length] = ref.mqa_bound(*args)
-        return {"logits": out, "bound": bound}
+            out[into, :length] = _f64_logits(*args)
+            bound[into, :length] = ref.mqa_bound(*args)
+        if not sparse:
+            return {"logits": out, "bound": bound}
+        live = torch.tensor([i * next_n + j for i in requests for j in range(next_n)],
+                            dtype=torch.long)
+        return {"logits": out, "bound": bound, "live_rows": live}
 
 
 for _spec in (QuantizeKSpec(), QuantizeQSpec(), QuantAndCacheSpec(), MqaLogitsSpec(),

@@ -57,6 +57,10 @@ class StepBatch:
     block_size: int = BLOCK_SIZE
 
     @property
+    def head_dim(self) -> int:
+        return self.k_new.shape[1]
+
+    @property
     def num_prefill(self) -> int:
         return int(sum(self.prefill_lens))
 
@@ -69,12 +73,13 @@ class StepBatch:
 
 
 STEP_PARAMS = {"batch": 4, "next_n": 1, "pad": 0, "seqs": 1, "prefill": 0, "context": 1024,
-               "heads": 64, "top_k": 64, "data": "random", "block_size": BLOCK_SIZE}
+               "heads": 64, "top_k": 64, "data": "random", "block_size": BLOCK_SIZE,
+               "head_dim": HEAD_DIM}
 """A step case's parameters and defaults: ``batch`` decode requests, ``next_n``, ``pad`` padded
 requests, ``seqs`` prefill sequences sharing ``prefill`` tokens, ``context`` max context,
 ``heads``, ``top_k``, ``data`` (``random``, or ``exact``: small integers and power-of-two
 scales, so every logit is exact in fp32 and the step must match the reference's selection up
-to ties), ``block_size`` of the paged K cache."""
+to ties), ``block_size`` of the paged K cache, ``head_dim``."""
 
 
 def make_step(case: Case) -> StepBatch:
@@ -90,6 +95,7 @@ def make_step(case: Case) -> StepBatch:
     dev, g = case.device, generator(case, 21)
     batch, next_n, pad = param("batch"), param("next_n"), param("pad")
     heads, n, exact = param("heads"), param("context"), param("data") == "exact"
+    d = param("head_dim")
     lens = decode_seq_lens(batch, next_n, n, g) if batch else torch.zeros(0, dtype=torch.int32)
     pre = ragged_prefill(param("prefill"), param("seqs"), n, g)
     pre_lens = pre.seq_lens if param("prefill") else []
@@ -105,14 +111,14 @@ def make_step(case: Case) -> StepBatch:
         row[:nb] = order[used:used + nb].int()
         tables.append(row)
         used += nb
-    kv_cache = torch.randint(0, 256, (num_blocks, bs, 1, HEAD_DIM + 4), generator=g,
+    kv_cache = torch.randint(0, 256, (num_blocks, bs, 1, d + 4), generator=g,
                              dtype=torch.uint8).to(dev)
 
     def keys(salt, count):
         if exact:
-            return torch.randint(-4, 5, (count, HEAD_DIM), generator=generator(case, salt)
+            return torch.randint(-4, 5, (count, d), generator=generator(case, salt)
                                  ).to(dev, torch.bfloat16).index_fill_(1, torch.tensor([0], device=dev), 4)
-        return _activations(case, salt, count, HEAD_DIM)
+        return _activations(case, salt, count, d)
 
     def slots(req, positions):
         return tables[req].to(dev).long()[positions // bs] * bs + positions % bs
@@ -126,29 +132,29 @@ def make_step(case: Case) -> StepBatch:
         all_keys = keys(200 + req, total)
         if history:
             ref.indexer_k_quant_and_cache(all_keys[:history], kv_cache, slots(req, pos[:history]),
-                                          HEAD_DIM, scale_fmt)
+                                          d, scale_fmt)
         new_k.append(all_keys[history:])
         new_slots.append(slots(req, pos[history:]))
         if req == batch - 1 and pad:
-            new_k.append(torch.zeros(pad * next_n, HEAD_DIM, dtype=torch.bfloat16, device=dev))
+            new_k.append(torch.zeros(pad * next_n, d, dtype=torch.bfloat16, device=dev))
             new_slots.append(torch.full((pad * next_n,), -1, dtype=torch.long, device=dev))
     num_decode = batch * next_n
     num_tokens = num_decode + pad * next_n + sum(pre_lens)
     if exact:
-        q = torch.randint(-8, 9, (num_tokens, heads, HEAD_DIM), generator=generator(case, 22))
+        q = torch.randint(-8, 9, (num_tokens, heads, d), generator=generator(case, 22))
         q[..., 0] = 8
         q = q.to(dev, torch.bfloat16)
         w = torch.randint(-3, 4, (num_tokens, heads), generator=generator(case, 23)).float().to(dev)
     else:
-        q = _activations(case, 22, num_tokens, heads, HEAD_DIM)
+        q = _activations(case, 22, num_tokens, heads, d)
         w = torch.randn(num_tokens, heads, generator=generator(case, 23, dev), device=dev)
     dec_tables = torch.stack(tables[:batch] + [torch.randint(0, num_blocks, (max_blocks,),
                                                              generator=g, dtype=torch.int32)
                                                for _ in range(pad)]) if batch + pad else \
         torch.zeros(0, max_blocks, dtype=torch.int32)
     return StepBatch(
-        k_new=torch.cat(new_k) if new_k else torch.zeros(0, HEAD_DIM, dtype=torch.bfloat16, device=dev),
-        q=q, weights=w, softmax_scale=2.0 ** -4 if exact else HEAD_DIM ** -0.5, kv_cache=kv_cache,
+        k_new=torch.cat(new_k) if new_k else torch.zeros(0, d, dtype=torch.bfloat16, device=dev),
+        q=q, weights=w, softmax_scale=2.0 ** -4 if exact else d ** -0.5, kv_cache=kv_cache,
         slot_mapping=torch.cat(new_slots) if new_slots else torch.zeros(0, dtype=torch.long, device=dev),
         num_decode=num_decode, num_padded_decode=num_decode + pad * next_n, next_n=next_n,
         decode_lens=torch.cat([lens, torch.zeros(pad, dtype=torch.int32)]).to(dev),
@@ -160,10 +166,10 @@ def make_step(case: Case) -> StepBatch:
 
 def gather_prefill_keys(b: StepBatch, kv_cache: torch.Tensor):
     """(k_fp8, k_scale) of every prefill sequence's keys (context + this step's), seq-major."""
-    parts = [ref.gather_paged_keys(kv_cache, t[None], 0, c + n, HEAD_DIM, b.block_size)
+    parts = [ref.gather_paged_keys(kv_cache, t[None], 0, c + n, b.head_dim, b.block_size)
              for t, c, n in zip(b.prefill_tables, b.prefill_contexts, b.prefill_lens)]
     if not parts:
-        return (torch.zeros(0, HEAD_DIM, device=kv_cache.device).to(ref.FP8),
+        return (torch.zeros(0, b.head_dim, device=kv_cache.device).to(ref.FP8),
                 torch.zeros(0, device=kv_cache.device))
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
@@ -180,7 +186,7 @@ def run_step(b: StepBatch, impls: dict[str, Callable], *,
     buffer = guarded_buffer(b.num_tokens, b.top_k, 0, kv_cache.device)
     buffer.fill_(SENTINEL)
     buffer[:b.num_tokens] = -1
-    impls["indexer_k_quant_and_cache"](b.k_new, kv_cache, b.slot_mapping, HEAD_DIM,
+    impls["indexer_k_quant_and_cache"](b.k_new, kv_cache, b.slot_mapping, b.head_dim,
                                        "ue8m0" if b.softmax_scale == 2.0 ** -4 else None)
     q_fp8, w = impls["fp8_quantize_q"](b.q, b.weights, b.softmax_scale)
     if b.num_prefill:
@@ -191,7 +197,7 @@ def run_step(b: StepBatch, impls: dict[str, Callable], *,
                                        b.num_prefill, logits.stride(0), logits.stride(1), b.top_k)
     if b.num_padded_decode:
         heads = b.q.shape[1]
-        q_dec = q_fp8[:b.num_padded_decode].view(-1, b.next_n, heads, HEAD_DIM)
+        q_dec = q_fp8[:b.num_padded_decode].view(-1, b.next_n, heads, b.head_dim)
         logits = impls["fp8_paged_mqa_logits"](q_dec, kv_cache, w[:b.num_padded_decode],
                                                b.decode_lens, b.decode_tables, b.max_model_len)
         view, rows = decode_view(buffer, b)
@@ -208,7 +214,7 @@ def run_step(b: StepBatch, impls: dict[str, Callable], *,
 def reference_step(b: StepBatch) -> dict:
     """float64 logits and the selection on them, from the reference quantisation."""
     kv_cache = b.fresh_cache()
-    ref.indexer_k_quant_and_cache(b.k_new, kv_cache, b.slot_mapping, HEAD_DIM,
+    ref.indexer_k_quant_and_cache(b.k_new, kv_cache, b.slot_mapping, b.head_dim,
                                   "ue8m0" if b.softmax_scale == 2.0 ** -4 else None)
     q_fp8, w = ref.fp8_quantize_q(b.q, b.weights, b.softmax_scale)
     dev = kv_cache.device
@@ -230,7 +236,8 @@ def reference_step(b: StepBatch) -> dict:
         length = int(b.decode_lens[i])
         if length <= 0:
             continue
-        k, s = ref.gather_paged_keys(kv_cache, b.decode_tables, i, length, HEAD_DIM, b.block_size)
+        k, s = ref.gather_paged_keys(kv_cache, b.decode_tables, i, length, b.head_dim,
+                                     b.block_size)
         rows = slice(i * b.next_n, (i + 1) * b.next_n)
         ke = (positions[rows] + 1).clamp(0, length).int()
         args = (q_fp8[rows], k, s, w[rows], torch.zeros_like(ke), ke)
@@ -248,7 +255,7 @@ def judge_step(b: StepBatch, out: dict, expect: dict, division: str = "exact") -
     for a K-cache writer declaring ``fp32_division: approximate``, within its bound:
     spec.cache_row)."""
     heads = b.q.shape[1]
-    slack = 0.0 if b.softmax_scale == 2.0 ** -4 else (HEAD_DIM + heads + 8) * U32
+    slack = 0.0 if b.softmax_scale == 2.0 ** -4 else (b.head_dim + heads + 8) * U32
     buf = out["buffer"]
     got = buf[:b.num_tokens].clone()
     real = torch.ones(b.num_tokens, dtype=torch.bool, device=got.device)
@@ -259,7 +266,7 @@ def judge_step(b: StepBatch, out: dict, expect: dict, division: str = "exact") -
     pad_rows = got[~real]
     pad_bad = int((pad_rows != -1).sum())
     guard = guard_violations(buf, b.num_tokens, b.top_k)
-    region = b.block_size * HEAD_DIM
+    region = b.block_size * b.head_dim
     cache = cache_row(out["kv_cache"], expect["kv_cache"], region, division)
     cache_bad = 0 if cache["passed"] else cache.get("mismatch_bytes", 1)
     problems = [row["detail"]] if row["detail"] else []

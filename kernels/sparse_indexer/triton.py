@@ -33,7 +33,7 @@ import triton.language as tl
 from harness.core import deferred
 from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
 from harness.core.memo import per_signature
-from harness.core.registry import register
+from harness.core.registry import Unsupported, register
 from kernels.sparse_indexer import validate
 from kernels.triton_utils import (Launch, cdiv, div_rn_by_reciprocal, e4m3_cast_rounds, error_word,
                                   next_power_of_2, pow2_ceil, round_to_e4m3)
@@ -41,8 +41,18 @@ from kernels.triton_utils import (Launch, cdiv, div_rn_by_reciprocal, e4m3_cast_
 _INTERPRETED = triton_interpreted()
 """Fixed at import, as Triton's own choice is (see kernels.mhc.triton)."""
 _REASON = triton_unavailable_reason()
-_HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True}
-"""How every kernel of this file registers: runnable where Triton is, launching Triton kernels."""
+HEAD_DIMS = (32, 64, 128)
+"""The head dims the shipped kernels take: vLLM's indexer's (32, 64, 128), each a power of two
+(``tl.arange``) at least one fp8 MMA deep (32); larger heads would need smaller key tiles in the
+prefill kernel, which no caller asks for."""
+_OTHER_HEAD_DIMS = Unsupported(
+    f"the shipped indexer kernels take head_dim in {HEAD_DIMS} (tl.arange over a power of two, "
+    "an fp8 MMA at least 32 deep) and refuse others with a ContractError",
+    lambda case: case.param("head_dim", 128) not in HEAD_DIMS)
+_HERE = {"available": _REASON is None, "reason": _REASON or "", "triton": True,
+         "unsupported": (_OTHER_HEAD_DIMS,)}
+"""How every kernel of this file registers: runnable where Triton is, launching Triton kernels,
+on the head dims they declare."""
 
 DOT_FP32, DOT_FP8, DOT_BF16 = 0, 1, 2
 
@@ -277,7 +287,7 @@ def _flag_bad_windows(ks, ke, rows, row_ok, N, err_ptr, err_slot):
 def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, err_ptr,
                       err_slot, max_len, table_stride, table_cols, H, n_splits,
                       NEXT_N: tl.constexpr, NP: tl.constexpr, HP: tl.constexpr,
-                      BS: tl.constexpr, D: tl.constexpr, DOT: tl.constexpr,
+                      BS: tl.constexpr, KT: tl.constexpr, D: tl.constexpr, DOT: tl.constexpr,
                       STAGES: tl.constexpr):
     """One program per (request, split): split ``sp`` of ``n_splits`` takes the request's cache
     blocks sp, sp + n_splits, ... (neighbouring programs read neighbouring blocks); q and the
@@ -292,7 +302,12 @@ def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, er
     cannot change a value. Error code: 1 a context needs more blocks than the table has, 2 a
     context past max_model_len, 3 a negative context (clamped, so no read leaves the table),
     with the request. ``NP``: next_n padded to a power of two (tl.arange's), the padding rows
-    masked."""
+    masked.
+
+    Keys go in tiles of ``KT`` (``paged_key_tile``): one cache block a tile where blocks hold at
+    least 64 slots (one table read, whole blocks loaded), else 64 keys gathered slot by slot
+    through the table (blocks of 1 or 16 slots: an MMA needs at least 16 rows, and a block of
+    one slot starts at ``block * (D + 4)`` bytes, not 16-byte aligned)."""
     val_ptr = cache_ptr.to(tl.pointer_type(tl.float8e4nv))
     scale_ptr = cache_ptr.to(tl.pointer_type(tl.float32))
     b, sp = tl.program_id(0).to(tl.int64), tl.program_id(1)
@@ -303,10 +318,10 @@ def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, er
         if code != 0:
             tl.atomic_max(err_ptr + err_slot, error_word(code, b))
     ctx = tl.minimum(tl.maximum(raw, 0), tl.minimum(max_len, table_cols * BS))
-    ctx_blocks = tl.cdiv(ctx, BS)
+    ctx_tiles = tl.cdiv(ctx, KT)
     r = tl.arange(0, NP)
     r_ok = r < NEXT_N
-    slot = tl.arange(0, BS)
+    slot = tl.arange(0, KT)
     row_out = out_ptr + (b * NEXT_N + r)[:, None] * max_len
     out_t = out_ptr + (b * NEXT_N + r)[None, :] * max_len
     pos = ctx - NEXT_N + r
@@ -318,20 +333,37 @@ def _paged_mqa_logits(q_ptr, cache_ptr, w_ptr, lens_ptr, tables_ptr, out_ptr, er
     q = tl.load(q_ptr + q_off[:, None] * D + d[None, :], mask=q_ok[:, None], other=0.0)
     w = tl.load(w_ptr + q_off, mask=q_ok, other=0.0)
     table = tables_ptr + b * table_stride
-    for j in tl.range(sp, ctx_blocks, n_splits, num_stages=STAGES):
-        block = tl.load(table + j).to(tl.int64)
-        k = tl.load(val_ptr + block * (BS * (D + 4)) + slot[:, None] * D + d[None, :])
-        k_scale = tl.load(scale_ptr + block * (BS * (D + 4) // 4) + BS * D // 4 + slot)
+    for j in tl.range(sp, ctx_tiles, n_splits, num_stages=STAGES):
+        c = j * KT + slot
+        if KT == BS:
+            block = tl.load(table + j).to(tl.int64)
+            k = tl.load(val_ptr + block * (BS * (D + 4)) + slot[:, None] * D + d[None, :])
+            k_scale = tl.load(scale_ptr + block * (BS * (D + 4) // 4) + BS * D // 4 + slot)
+        else:
+            k, k_scale = _gather_keys(val_ptr, scale_ptr, table, c, ctx, d, BS, D)
         s = tl.maximum(_dot(k, tl.trans(q), DOT), 0.0) * w[None, :]
-        logits = tl.sum(tl.reshape(s, (BS, NP, HP)), axis=2) * k_scale[:, None]
-        c = j * BS + slot
+        logits = tl.sum(tl.reshape(s, (KT, NP, HP)), axis=2) * k_scale[:, None]
         tl.store(out_t + c[:, None], tl.where(c[:, None] <= pos[None, :], logits, float("-inf")),
                  mask=(c < max_len)[:, None] & r_ok[None, :])
-    first_past = ctx_blocks + (sp - ctx_blocks % n_splits + n_splits) % n_splits
-    for j in range(first_past, tl.cdiv(max_len, BS), n_splits):
-        c = j * BS + slot
-        tl.store(row_out + c[None, :], tl.full((NP, BS), float("-inf"), tl.float32),
+    first_past = ctx_tiles + (sp - ctx_tiles % n_splits + n_splits) % n_splits
+    for j in range(first_past, tl.cdiv(max_len, KT), n_splits):
+        c = j * KT + slot
+        tl.store(row_out + c[None, :], tl.full((NP, KT), float("-inf"), tl.float32),
                  mask=(c < max_len)[None, :] & r_ok[:, None])
+
+
+@triton.jit
+def _gather_keys(val_ptr, scale_ptr, table, c, ctx, d, BS: tl.constexpr, D: tl.constexpr):
+    """Keys and scales at positions ``c`` of a request, each through its own table entry (blocks
+    smaller than a tile); positions past the context read nothing (the table may end there)."""
+    in_ctx = c < ctx
+    block = tl.load(table + c // BS, mask=in_ctx, other=0).to(tl.int64)
+    slot = c % BS
+    k = tl.load(val_ptr + (block * (BS * (D + 4)) + slot * D)[:, None] + d[None, :],
+                mask=in_ctx[:, None], other=0.0)
+    k_scale = tl.load(scale_ptr + block * (BS * (D + 4) // 4) + BS * D // 4 + slot, mask=in_ctx,
+                      other=0.0)
+    return k, k_scale
 
 
 def _dot_mode(exact: bool) -> int:
@@ -360,6 +392,7 @@ def _quantize_k_call(k, scale_fmt) -> Launch | None:
     """The K quantiser's checks and launch, once per call signature."""
     validate.check_quantize_k(k, scale_fmt)
     n, d = k.shape
+    check_shipped_head_dim(d)
     return Launch(_quantize_rows, (n,), (),
                   dict(D=d, UE8M0=scale_fmt == "ue8m0", INTERPRETED=_INTERPRETED,
                        CAST_E4M3=e4m3_cast_rounds(k.device))) if n else None
@@ -382,6 +415,7 @@ def _quantize_q_call(q, weights, softmax_scale) -> Launch | None:
     call signature (a plain ``softmax_scale`` is keyed by value; a tensor one is not kept)."""
     validate.check_quantize_q(q, weights, softmax_scale)
     m, heads, d = q.shape
+    check_shipped_head_dim(d)
     if not m:
         return None
     c = float(torch.tensor(float(softmax_scale) * heads ** -0.5, dtype=torch.float32))
@@ -410,6 +444,7 @@ def _quant_call(k, kv_cache, slot_mapping, quant_block_size, scale_fmt) -> tuple
     launch and error messages, once per call signature."""
     blocks, block_size = validate.check_quant_and_cache(k, kv_cache, slot_mapping,
                                                         quant_block_size, scale_fmt, values=False)
+    check_shipped_head_dim(k.shape[1])
     tokens = k.shape[0]
     if not tokens:
         return None, None
@@ -439,6 +474,7 @@ def _mqa_call(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: Lau
     shape, launch and error messages, once per call signature (as ``_quant_call``)."""
     validate.check_mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, values=False)
     (m, heads, d), n = q.shape, kv[0].shape[0]
+    check_shipped_head_dim(d)
     if not m:
         return (m, n), None, None
     return (m, n), mqa_launch(m, n, heads, d, exact, plan, q.device), _window_errors(n)
@@ -500,9 +536,29 @@ H100_MULTIPROCESSORS = 132
 calls take two-half key blocks."""
 
 
-def paged_splits(batch: int, column_blocks: int, plan: LaunchPlan) -> int:
-    """Programs per request: about ``paged_programs`` in all, at most one per cache block."""
-    return max(1, min(column_blocks, plan.paged_programs // max(batch, 1)))
+def paged_splits(batch: int, column_tiles: int, plan: LaunchPlan) -> int:
+    """Programs per request: about ``paged_programs`` in all, at most one per key tile."""
+    return max(1, min(column_tiles, plan.paged_programs // max(batch, 1)))
+
+
+GATHER_TILE = 64
+"""Keys per tile of the paged kernel where a cache block holds fewer (``paged_key_tile``)."""
+
+
+def paged_key_tile(block_size: int) -> int:
+    """Keys a paged-kernel tile covers: a whole block of 64 or more slots (a power of two, for
+    ``tl.arange``), else GATHER_TILE keys gathered across blocks of any size below 64."""
+    if block_size >= GATHER_TILE:
+        validate.want(block_size & (block_size - 1) == 0,
+                      lambda: f"the shipped paged kernel takes block_size <= {GATHER_TILE} or a "
+                      f"power of two, got {block_size}")
+        return block_size
+    return GATHER_TILE
+
+
+def check_shipped_head_dim(d: int) -> None:
+    validate.want(d in HEAD_DIMS, lambda: f"the shipped indexer kernels take head_dim in "
+                  f"{HEAD_DIMS}, got {d}; use the torch reference for other head dims")
 
 
 @functools.lru_cache(maxsize=256)
@@ -542,14 +598,16 @@ def _paged_call(q, kv_cache, weights, context_lens, block_tables, max_model_len:
     _, block_size = validate.check_paged(q, kv_cache, weights, context_lens, block_tables,
                                          max_model_len, values=False)
     b, next_n, heads, d = q.shape
+    check_shipped_head_dim(d)
+    tile = paged_key_tile(block_size)
     if not (b and max_model_len):
         return (b * next_n, max_model_len), None, None
-    splits = paged_splits(b, cdiv(max_model_len, block_size), plan)
+    splits = paged_splits(b, cdiv(max_model_len, tile), plan)
     return (b * next_n, max_model_len), Launch(
         _paged_mqa_logits, (b, splits),
         (max_model_len, block_tables.stride(0), block_tables.shape[1], heads, splits),
         dict(NEXT_N=next_n, NP=next_power_of_2(next_n), HP=next_power_of_2(heads), BS=block_size,
-             D=d, DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps)
+             KT=tile, D=d, DOT=_dot_mode(exact), STAGES=plan.paged_stages, num_warps=plan.paged_warps)
     ), _context_errors(block_tables.shape[1], max_model_len)
 
 
