@@ -61,7 +61,17 @@ def _judge(module, b, **kw) -> dict:
         out = vllm_indexer.run_step(module, b, **kw)
     except (ContractError, RuntimeError) as exc:
         return {"passed": False, "detail": f"{type(exc).__name__}: {exc}"}
-    return judge_step(b, out, reference_step(b), division=_writer_division())
+    return judge_step(b, out, reference_step(b), division=_writer_division(),
+                      layout=_writer_layout())
+
+
+def _writer_layout() -> str:
+    """vLLM's step writes the cache with its Triton K-cache writer, whose blocks of more than one
+    slot are 16x16 tiles (declared ``kv_layout: shuffle16``)."""
+    from harness.core import registry
+
+    writer = registry.records("indexer_k_quant_and_cache").get("vllm-triton")
+    return writer.declared.get("kv_layout", "normal") if writer else "normal"
 
 
 def _writer_division() -> str:

@@ -204,7 +204,8 @@ def run_step(module, b: StepBatch, *, aiter_prefill_topk: bool = False,
         raise ValueError("vLLM pads decode-only batches for CUDA graphs: a step with graph "
                          "padding must have no prefill tokens")
     _ensure_c_topk()
-    kv_cache = b.fresh_cache()
+    kv_cache = b.cache_written_by(lambda k, cache, slots, d, fmt: (
+        module.indexer_k_quant_and_cache_triton(k, cache.squeeze(2), slots, d, fmt or "fp32")))
     buffer = guarded_buffer(b.num_tokens, b.top_k, 0, kv_cache.device,
                             side_cols=not buffer_as_allocated)
     buffer.fill_(SENTINEL)

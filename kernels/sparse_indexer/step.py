@@ -55,6 +55,12 @@ class StepBatch:
     max_model_len: int
     top_k: int
     block_size: int = BLOCK_SIZE
+    garbage_cache: torch.Tensor | None = None
+    """The cache before any key was written (garbage bytes)."""
+    history_k: torch.Tensor | None = None
+    history_slots: torch.Tensor | None = None
+    """The keys of earlier steps and their slots: ``kv_cache`` is ``garbage_cache`` with them
+    written by the reference writer; ``cache_written_by`` writes them with another."""
 
     @property
     def head_dim(self) -> int:
@@ -70,6 +76,25 @@ class StepBatch:
 
     def fresh_cache(self) -> torch.Tensor:
         return self.kv_cache.clone()
+
+    @property
+    def scale_fmt(self):
+        return "ue8m0" if self.softmax_scale == 2.0 ** -4 else None
+
+    def cache_written_by(self, writer) -> torch.Tensor:
+        """The cache of earlier steps as ``writer`` (an ``indexer_k_quant_and_cache``) writes
+        it: a reader is judged on what its own writer produces, in whatever layout."""
+        cache = self.garbage_cache.clone()
+        if self.history_k.shape[0]:
+            writer(self.history_k, cache, self.history_slots, self.head_dim, self.scale_fmt)
+        return cache
+
+    def reference_cache(self, layout: str) -> torch.Tensor:
+        """The cache after this step, every key written by the reference in ``layout``."""
+        cache = self.garbage_cache.clone()
+        for k, slots in ((self.history_k, self.history_slots), (self.k_new, self.slot_mapping)):
+            ref.write_cache(k, cache, slots, self.scale_fmt, layout)
+        return cache
 
 
 STEP_PARAMS = {"batch": 4, "next_n": 1, "pad": 0, "seqs": 1, "prefill": 0, "context": 1024,
@@ -113,6 +138,8 @@ def make_step(case: Case) -> StepBatch:
         used += nb
     kv_cache = torch.randint(0, 256, (num_blocks, bs, 1, d + 4), generator=g,
                              dtype=torch.uint8).to(dev)
+    garbage = kv_cache.clone()
+    old_k, old_slots = [], []
 
     def keys(salt, count):
         if exact:
@@ -133,6 +160,8 @@ def make_step(case: Case) -> StepBatch:
         if history:
             ref.indexer_k_quant_and_cache(all_keys[:history], kv_cache, slots(req, pos[:history]),
                                           d, scale_fmt)
+            old_k.append(all_keys[:history])
+            old_slots.append(slots(req, pos[:history]))
         new_k.append(all_keys[history:])
         new_slots.append(slots(req, pos[history:]))
         if req == batch - 1 and pad:
@@ -161,7 +190,11 @@ def make_step(case: Case) -> StepBatch:
         decode_tables=dec_tables.to(dev), prefill_tables=[t.to(dev) for t in tables[batch:]],
         prefill_contexts=list(pre.contexts[:len(pre_lens)]), prefill_lens=list(pre_lens),
         prefill_starts=pre.starts.to(dev), prefill_ends=pre.ends.to(dev),
-        max_model_len=max_blocks * bs, top_k=param("top_k"), block_size=bs)
+        max_model_len=max_blocks * bs, top_k=param("top_k"), block_size=bs,
+        garbage_cache=garbage,
+        history_k=torch.cat(old_k) if old_k else torch.zeros(0, d, dtype=torch.bfloat16, device=dev),
+        history_slots=torch.cat(old_slots) if old_slots else torch.zeros(0, dtype=torch.long,
+                                                                         device=dev))
 
 
 def gather_prefill_keys(b: StepBatch, kv_cache: torch.Tensor):
@@ -181,8 +214,9 @@ def decode_rows(buffer: torch.Tensor, b: StepBatch) -> tuple[torch.Tensor, int]:
 
 def run_step(b: StepBatch, impls: dict[str, Callable], *,
              decode_view: Callable = decode_rows) -> dict:
-    """Run one step; returns {buffer (the guarded topk_indices_buffer view), kv_cache}."""
-    kv_cache = b.fresh_cache()
+    """Run one step, the cache of earlier steps written by the step's own K-cache writer;
+    returns {buffer (the guarded topk_indices_buffer view), kv_cache}."""
+    kv_cache = b.cache_written_by(impls["indexer_k_quant_and_cache"])
     buffer = guarded_buffer(b.num_tokens, b.top_k, 0, kv_cache.device)
     buffer.fill_(SENTINEL)
     buffer[:b.num_tokens] = -1
@@ -250,10 +284,11 @@ def reference_step(b: StepBatch) -> dict:
             "kv_cache": kv_cache}
 
 
-def judge_step(b: StepBatch, out: dict, expect: dict, division: str = "exact") -> dict:
+def judge_step(b: StepBatch, out: dict, expect: dict, division: str = "exact",
+               layout: str = "normal") -> dict:
     """Selection (near-tie aware), padding rows -1, guard band intact, cache identical (or,
     for a K-cache writer declaring ``fp32_division: approximate``, within its bound:
-    spec.cache_row)."""
+    spec.cache_row) to the reference's in the writer's declared ``layout``."""
     heads = b.q.shape[1]
     slack = 0.0 if b.softmax_scale == 2.0 ** -4 else (b.head_dim + heads + 8) * U32
     buf = out["buffer"]
@@ -267,7 +302,8 @@ def judge_step(b: StepBatch, out: dict, expect: dict, division: str = "exact") -
     pad_bad = int((pad_rows != -1).sum())
     guard = guard_violations(buf, b.num_tokens, b.top_k)
     region = b.block_size * b.head_dim
-    cache = cache_row(out["kv_cache"], expect["kv_cache"], region, division)
+    expected_cache = expect["kv_cache"] if layout == "normal" else b.reference_cache(layout)
+    cache = cache_row(out["kv_cache"], expected_cache, region, division)
     cache_bad = 0 if cache["passed"] else cache.get("mismatch_bytes", 1)
     problems = [row["detail"]] if row["detail"] else []
     problems += [f"{pad_bad} cells of graph-padding rows are not -1"] if pad_bad else []
