@@ -282,6 +282,40 @@ def cmd_coverage(args) -> int:
     return EXIT_BAD if missing else EXIT_GOOD
 
 
+def cmd_vendors(args) -> int:
+    """The conformance matrix of a run folder (vendor x release x op x input-space cell); with
+    no folder, which vendor entries run on this machine and why the others do not. Exit 1 when
+    a vendor cell of the run failed, 125 when the run judged no vendor case."""
+    from harness import families
+    from harness.core.registry import unavailable
+    from harness.reports import vendors
+    from harness.reports.summary import load_results, read_meta
+
+    families.load()
+    if args.folder is None:
+        matrix = vendors.entries(unavailable())
+        print("\n".join(vendors.markdown(matrix, "entries on this machine")[4:]))
+        return EXIT_GOOD
+    folder = pathlib.Path(args.folder)
+    df, meta = load_results(folder), read_meta(folder)
+    if df.empty and not meta:
+        print(f"harness vendors: {folder} holds no harness results (results*.csv, run.json); "
+              "pass a folder written by `harness run` or the test command's --report-dir, or "
+              "no folder for the entries on this machine", file=sys.stderr)
+        return EXIT_UNTESTABLE
+    profile = meta.get("profile", "?")
+    matrix = vendors.table(df, meta.get("skipped_cases") or [], profile, unavailable(),
+                           meta.get("environment") or {}, cases_dir=folder / "cases")
+    print("\n".join(vendors.markdown(matrix, profile)))
+    judged = matrix["status"].isin([vendors.PASS, vendors.FAIL, vendors.KNOWN])
+    if not vendors.failed(matrix).empty:
+        return EXIT_BAD
+    if not judged.any():
+        print("harness vendors: this run judged no vendor case", file=sys.stderr)
+        return EXIT_UNTESTABLE
+    return EXIT_GOOD
+
+
 def cmd_selftest(args) -> int:
     import pandas as pd
 
@@ -374,6 +408,11 @@ def _coverage_args(cov) -> None:
                      help="repeatable; default smoke, ci and nightly")
 
 
+def _vendors_args(ve) -> None:
+    ve.add_argument("folder", nargs="?", metavar="DIR",
+                    help="a run's report folder; none: the vendor entries on this machine")
+
+
 def _selftest_args(st) -> None:
     st.add_argument("--profile", choices=PROFILE_NAMES)
     st.add_argument("--device", choices=["cuda", "cpu"])
@@ -393,6 +432,8 @@ COMMANDS = (
      "previous run on the same device; no verdict)", _speed_args, cmd_speed),
     ("coverage", "each profile's input-space coverage table, from a collection of the suites "
      "(nothing runs)", _coverage_args, cmd_coverage),
+    ("vendors", "the vendor conformance matrix of a run folder (vendor x release x op x "
+     "input-space cell), or which vendor entries run here", _vendors_args, cmd_vendors),
     ("selftest", "seeded faults must be caught, shipped kernels pass", _selftest_args,
      cmd_selftest),
 )

