@@ -109,11 +109,12 @@ K_SLICES = Unsupported(not_this_contract(
 UNSUPPORTED = {"sglang-triton": {"mhc_pre": (K_SLICES,), "mhc_fused_post_pre": (K_SLICES,)},
                "sglang-tilelang": {"fp8_paged_mqa_logits": (Unsupported(
     not_this_contract("tilelang_fp8_paged_mqa_logits asserts one query row per request (q of "
-                      "shape [B, 1, H, 128]), a cache block size of 64 and a multiple of 4 "
-                      "heads; SGLang's indexer flattens draft rows into requests of their own, "
-                      "with metadata it computes, so next_n > 1 is another contract"),
+                      "shape [B, 1, H, 128]), a cache block size of 64, head_dim 128 and a "
+                      "multiple of 4 heads; SGLang's indexer flattens draft rows into requests "
+                      "of their own, with metadata it computes, so next_n > 1 is another "
+                      "contract"),
     lambda case: case.param("next_n", 1) != 1 or case.param("block_size", 64) != 64
-    or (case.param("heads", 64) or 64) % 4 != 0),)}}
+    or case.param("head_dim", 128) != 128 or (case.param("heads", 64) or 64) % 4 != 0),)}}
 
 
 def _import(key: str):
