@@ -2,8 +2,8 @@
 
 pip's own failure ("[Errno 28] No space left on device") comes minutes in and leaves a broken
 environment; this says where the space is short, by how much, and what to do. The sizes are what
-a fresh install put in site-packages (2026-11-28: torch 0.75 GB, triton 0.65, vLLM 0.9, the rest
-1.4, counted as missing while pandas is), rounded up; a package already importable needs
+a fresh install put in site-packages (2026-11-28: torch 0.75 GB, triton 0.65, vLLM 0.9, amd-aiter
+0.18 (the HIP sources it ships), the rest 1.4, counted as missing while pandas is), rounded up; a package already importable needs
 nothing. pip unpacks the largest wheels in the temp folder on the way, hence the extra 1 GB there.
 """
 import os
@@ -12,7 +12,7 @@ import tempfile
 from importlib.util import find_spec
 from shutil import disk_usage
 
-GB_BY_PACKAGE = {"torch": 0.8, "triton": 0.7, "vllm": 0.9, "pandas": 1.4}
+GB_BY_PACKAGE = {"torch": 0.8, "triton": 0.7, "vllm": 0.9, "aiter": 0.2, "pandas": 1.4}
 TEMP_GB = 1.0
 
 

@@ -69,7 +69,11 @@ fi
 # Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter
 # on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
 "${PIP[@]}" --no-deps liger-kernel
-step "vLLM's Python and Liger-Kernel"
+# AITER's Triton kernels: PyPI's amd-aiter (AMD's release of ROCm/aiter; not the unrelated package
+# named aiter), --no-deps. Its Triton modules need only torch and triton; harness/adapters/
+# aiter_triton_loader.py loads them without the package's __init__, which needs ROCm.
+"${PIP[@]}" --no-deps amd-aiter
+step "vLLM's Python, Liger-Kernel and AITER's Triton kernels"
 # SGLang, to judge the DeepSeek-V4 kernels it ships (its Triton and torch mHC, its DSA top-k
 # fallback; TileLang ones on a GPU host with tilelang): the pinned wheel's Python only (--no-deps:
 # its dependencies would replace torch and bring sgl_kernel's CUDA build), plus the three packages

@@ -17,16 +17,17 @@ from harness.core.registries import Registry
 
 
 def _built_in() -> None:
-    from harness.adapters import aiter, deepgemm, liger, sglang, tilelang, vllm
+    from harness.adapters import aiter, aiter_triton, deepgemm, liger, sglang, tilelang, vllm
 
-    for name, module in (("vllm", vllm), ("aiter", aiter), ("tilelang", tilelang),
-                         ("deepgemm", deepgemm), ("liger", liger), ("sglang", sglang)):
+    for name, module in (("vllm", vllm), ("aiter", aiter), ("aiter_triton", aiter_triton),
+                         ("tilelang", tilelang), ("deepgemm", deepgemm), ("liger", liger),
+                         ("sglang", sglang)):
         ADAPTERS.add(name, module.ADAPTER, replace=True)
 
 
 ADAPTERS: Registry[Adapter] = Registry("adapter", on_first_use=_built_in)
 """The vendor adapters by name (one module each), imported on first use."""
-ADAPTER_MODULES = ("vllm", "aiter", "tilelang", "deepgemm", "liger", "sglang")
+ADAPTER_MODULES = ("vllm", "aiter", "aiter_triton", "tilelang", "deepgemm", "liger", "sglang")
 
 
 def selected() -> tuple[str, ...]:

@@ -1,5 +1,10 @@
 """AITER (ROCm): mHC pre/post/fused, top-k per row, the indexer logits and K-cache quantisation.
 
+This targets an AITER API (``aiter.mhc_pre``, ``aiter.ops.topk``, ``KVBlockSize``) that a ROCm
+build of a newer AITER provides and no installable package does; it is kept for such hosts. The
+Triton kernels of PyPI's ``amd-aiter`` are judged on any machine by
+:mod:`harness.adapters.aiter_triton`.
+
 Conventions mapped here (from AITER's own signatures):
 - ``aiter.mhc_post(out, x, residual, post_layer_mix, comb_res_mix)`` writes into a caller-made
   ``out`` and returns nothing;
