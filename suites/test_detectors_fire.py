@@ -10,11 +10,12 @@ from harness.core.device import default_device
 from harness.families import all_faults
 from harness.profiles import get_profile
 from harness.core.registry import records
-from harness.selftest import controls, declared_not_capturable, not_run_here, onsets, run_detector
+from harness.selftest import (control_implementations, controls, not_run_here, onsets,
+                              run_detector)
 
 FAULTS = all_faults()
-CONTROLS = [(op, det, name) for op, det in controls() for name, impl in sorted(records(op).items())
-            if impl.available and not declared_not_capturable(impl, det)]
+CONTROLS = [(op, det, name) for op, det in controls()
+            for name, _ in control_implementations(op, det)]
 
 
 def _skip_if_not_here(detector: str) -> None:
