@@ -42,7 +42,7 @@ import torch
 
 from harness.adapters.aiter_triton_launch import check_guard, guarded_full, launching
 from harness.adapters.aiter_triton_loader import DISTRIBUTION, GFX, INSTALL_HINT, load
-from harness.adapters.base import Adapter, namespace
+from harness.adapters.base import NOT_THIS_CONTRACT, Adapter, namespace
 from harness.core.registry import Unsupported
 
 PACKAGE = "aiter.ops.triton"
@@ -74,7 +74,6 @@ OUTPUT_ARGS = {"fp8_mqa_logits": "logits_ptr"}
 """Wrappers that allocate their output: the kernel argument it is passed as (guarded)."""
 DTYPES_MODULE = "aiter.utility.dtypes"
 TOPK_MODULE = f"{PACKAGE}.topk"
-NOT_THIS_CONTRACT = "not this contract: "
 ABSENT = {
     "fp8_quantize_q": "no Triton entry quantises Q per (token, head) with a power-of-two scale "
                       "folded into the head weights",
@@ -117,7 +116,7 @@ PER_TOKEN_CACHE = Unsupported(
     "are read as wrong keys (ROCm/aiter added block sizes > 1 later: PRs 1424, 4440, 4825)",
     lambda c: int(c.param("block_size", 64)) != 1)
 NO_UE8M0 = Unsupported(
-    "not this contract: AITER's per-token fp8 quantisers have no power-of-two (ue8m0) scale "
+    f"{NOT_THIS_CONTRACT}AITER's per-token fp8 quantisers have no power-of-two (ue8m0) scale "
     "option", lambda c: c.param("scale_fmt", None) is not None)
 UNSUPPORTED = {
     "aiter-triton": {"fp8_mqa_logits": (POW2_HEADS,),
@@ -248,7 +247,8 @@ def _not_this_contract(api) -> dict:
     topk = api.modules.get(TOPK_MODULE)
     fn = getattr(topk, "topk", None)
     if callable(fn):
-        why = (f"{NOT_THIS_CONTRACT}{TOPK_MODULE}.topk{inspect.signature(fn)} ({version}) "
+        params = ", ".join(inspect.signature(fn).parameters)
+        why = (f"{NOT_THIS_CONTRACT}{TOPK_MODULE}.topk({params}) ({version}) "
                "selects the k largest values of every whole row of a dense [B, M] tensor and "
                "returns them sorted with int64 indices: it takes no row windows (row_starts/"
                "row_ends, or seq_lens with next_n) and pads no slot with -1, which "
@@ -279,7 +279,7 @@ OPS = {impl: tuple(ops) for impl, ops in ENTRIES.items()}
 OPS["aiter-triton"] += ("top_k_per_row_prefill", "top_k_per_row_decode") + tuple(ABSENT)
 
 ADAPTER = Adapter(
-    name="aiter_triton", package=DISTRIBUTION, install_hint=INSTALL_HINT, ops=OPS,
+    name="aiter_triton", package="aiter", install_hint=INSTALL_HINT, ops=OPS,
     discover=discover, bind=bind, declared=DECLARED, unsupported=UNSUPPORTED,
     triton=frozenset(ENTRIES),
     notice=lambda api: (f"{DISTRIBUTION} {api.version}: its Triton kernels are judged, loaded "
