@@ -42,6 +42,8 @@ def cmd_run(args) -> int:
         pytest_args += ["--require", name]
     for mod in args.impl_module:
         pytest_args += ["--impl-module", mod]
+    if getattr(args, "accept_partial_coverage", False):
+        pytest_args.append("--accept-partial-coverage")
     if getattr(args, "ab", None):
         pytest_args += ["--ab", ",".join(args.ab)]
     if args.device:
@@ -346,10 +348,15 @@ def _run_args(run) -> None:
                      help="only the tests about these ops (their sweeps and suites)")
     run.add_argument("--impl", action="append", default=[], help="only these implementations")
     run.add_argument("--require", action="append", default=[], metavar="NAME",
-                     help="implementation that must be judged: 'could not test' (125) with the "
-                     "reason when it cannot run here or runs no case")
+                     help="implementation that must be judged: its failures and coverage count "
+                     "(a vendor's too); 'could not test' (125) with the reason when it cannot run "
+                     "here or runs no case")
     run.add_argument("--impl-module", action="append", default=[],
                      help="module or .py file registering extra implementations")
+    run.add_argument("--accept-partial-coverage", action="store_true",
+                     help="call the run good even when a judged implementation's own "
+                     "declarations (Unsupported, CostLimit) skipped more of an op's cases than "
+                     "the profile's stated share, or the whole op (default: 125 with the counts)")
     run.add_argument("--ab", nargs=2, metavar=("A", "B"),
                      help="A/B mode: compare implementation B with A across the sweep")
     run.add_argument("--device", choices=["cuda", "cpu"])

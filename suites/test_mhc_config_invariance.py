@@ -14,4 +14,4 @@ def test_knobs_do_not_change_result(target, record):
         pytest.skip(f"{target.impl.name} declares no config knobs for {target.op}")
     finding = config_invariance.check(target.spec, target.impl, target.case)
     record(finding.rows)
-    assert finding.passed, finding.explain()
+    finding.assert_passed()

@@ -14,7 +14,7 @@ OPS = MHC_OPS
 def test_every_output_element_written(target, record):
     finding = poison.check(target.spec, target.impl, target.case)
     record(finding.rows)
-    assert finding.passed, finding.explain()
+    finding.assert_passed()
 
 
 WRITES_PAST_OUTPUT = '''

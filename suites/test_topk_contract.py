@@ -41,14 +41,14 @@ def _evaluate_on_rows(target, rows, check, record):
 @pytest.mark.sweep(ops=["top_k_per_row_prefill"], tokens=[8], top_k=[K])
 def test_edge_case_rows(target, record):
     ev, _ = _evaluate_on_rows(target, _edge_inputs, "edge_rows", record)
-    assert ev.passed, ev.failures()
+    ev.assert_passed()
 
 
 @pytest.mark.sweep(ops=["top_k_per_row_decode"], tokens=[6], top_k=[64], context=[40], next_n=[2])
 def test_top_k_larger_than_columns(target, record):
     ev = evaluate(target.spec, target.impl, target.case, check="k_beyond_columns")
     record(ev.rows)
-    assert ev.passed, ev.failures()
+    ev.assert_passed()
 
 
 def test_different_tie_order_passes_and_wrong_value_fails():
@@ -93,7 +93,7 @@ def test_nan_is_never_selected_and_short_rows_pad_with_minus_one(target, record)
     """../shared/spec/ops.md (NaN, updated 2026-11-25): NaN ranks below -inf and is never
     selected; a window with fewer than min(top_k, len) other values pads with -1."""
     ev, inputs = _evaluate_on_rows(target, _nan_rows, "nan_rows", record)
-    assert ev.passed, ev.failures()
+    ev.assert_passed()
     ref = torch.empty(8, K, dtype=torch.int32)
     topk_ref.select_into(inputs["logits"].cpu(), inputs["row_starts"].cpu(),
                          inputs["row_ends"].cpu(), ref, K)

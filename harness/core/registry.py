@@ -15,6 +15,7 @@ still recorded, with the reason, so reports can say what was not tested and why.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, Mapping
 
 from harness.core import ops
@@ -32,6 +33,45 @@ def _every_case(case) -> bool:
 NEVER_COVERED_OUTPUTS = ("*", "guard", "inputs")
 """Rows no deviation may cover: an exception or contract violation (``*``), writes past the end of
 an input, clobbered inputs."""
+
+MEANINGLESS_AT = {
+    "mismatch_frac": (1.0, "the share of elements that differ: 1.0 is every element wrong"),
+    "max_rel": (1.0, "a relative error: 1.0 is what an output of zeros shows"),
+    "p50": (1.0, "a per-token relative error: 1.0 is what an output of zeros shows"),
+    "p99": (1.0, "a per-token relative error: 1.0 is what an output of zeros shows"),
+    "max": (1.0, "a per-token relative error: 1.0 is what an output of zeros shows"),
+    "misrounded": (1.0, "the share of elements not correctly rounded: 1.0 is all of them"),
+}
+"""Measure -> (the value from which a bound admits any output, what the measure is): a
+deviation's bound must stay below it."""
+NOT_BOUNDS = {
+    "cosine": "a similarity (higher is better), not an error a bound can cap",
+    "nan_count": "NaN is never a documented difference (covers() rejects any)",
+    "nonfinite_mismatch": "a wrong inf/NaN pattern is never a documented difference",
+}
+
+
+def check_bounds(reason: str, bounds: Mapping[str, float]) -> None:
+    """A known deviation's bounds must each exclude something: finite, not negative, below the
+    value at which the measure admits any output (``MEANINGLESS_AT``), on a measure that is an
+    error (``NOT_BOUNDS``)."""
+    what = f"known deviation {reason[:60]!r}"
+    for measure, bound in bounds.items():
+        if measure in NOT_BOUNDS:
+            raise RegistryError(f"{what}: {measure} cannot bound a deviation ({NOT_BOUNDS[measure]}); "
+                                "bound an error measure such as max_rel or max_abs")
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) \
+                or not math.isfinite(bound) or bound < 0:
+            raise RegistryError(f"{what}: bound {measure}={bound!r} is not a finite number >= 0; "
+                                "give the largest value the documented difference shows, with "
+                                "its margin")
+        limit, meaning = MEANINGLESS_AT.get(measure, (math.inf, ""))
+        if bound >= limit:
+            raise RegistryError(
+                f"{what}: bound {measure}={bound!r} admits any output ({meaning}), so the "
+                f"deviation would cover every failure. Measure the real difference on the "
+                f"implementation and bound it with a stated margin, below {limit:g}; a case it "
+                "cannot compute at all is Unsupported (with a guard test), not a deviation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,10 +95,14 @@ class KnownDeviation:
     """The outputs the deviation is about; empty: every output of the op."""
 
     def __post_init__(self) -> None:
+        if not self.reason:
+            raise RegistryError("a known deviation needs a reason: what differs from the contract "
+                                "and why (the report prints it beside every covered case)")
         if not self.bounds:
             raise RegistryError(f"known deviation {self.reason[:60]!r} has no bounds: give the "
                                 "largest error it may show, e.g. bounds={'max_rel': 2 ** -7}, "
                                 "so that a worse failure is still a failure")
+        check_bounds(self.reason, self.bounds)
 
     def applies(self, case) -> bool:
         return bool(self.when(case))
@@ -92,6 +136,11 @@ class Unsupported:
     reason: str
     when: Callable[[Any], bool]
 
+    def __post_init__(self) -> None:
+        if not self.reason or not callable(self.when):
+            raise RegistryError(f"Unsupported({self.reason[:60]!r}) needs a reason and a callable "
+                                "`when` selecting the cases it cannot handle")
+
     def applies(self, case) -> bool:
         return bool(self.when(case))
 
@@ -104,6 +153,24 @@ class CostLimit:
     case of every other axis value, so its code paths stay judged."""
     elements: int
     reason: str
+
+    def __post_init__(self) -> None:
+        if isinstance(self.elements, bool) or not isinstance(self.elements, int) \
+                or self.elements < MIN_COST_LIMIT_ELEMENTS:
+            raise RegistryError(
+                f"CostLimit({self.elements!r}): a cost limit below {MIN_COST_LIMIT_ELEMENTS} "
+                "elements (a 16-token x 4096-wide case) skips the small cases every "
+                "implementation runs in well under a second, so it declares the implementation "
+                "unjudged rather than slow. Give the largest case it runs in reasonable time "
+                "(an int), declare the inputs it cannot handle Unsupported, or register it "
+                "unavailable with the reason")
+        if not self.reason:
+            raise RegistryError(f"CostLimit({self.elements}) needs a reason: why larger cases "
+                                "cost too much to run")
+
+
+MIN_COST_LIMIT_ELEMENTS = 2 ** 16
+"""The smallest ``CostLimit.elements`` accepted (see ``CostLimit``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +200,16 @@ class Implementation:
     at a time, so CPU profiles keep them to small token counts (profiles.INTERPRETER_MAX_TOKENS)."""
     cost_limit: CostLimit | None = None
     unsupported: tuple[Unsupported, ...] = ()
+
+    @property
+    def origin(self) -> str:
+        """Where the implementation comes from: ``shipped`` (the harness's kernels/),
+        ``vendor`` (an adapter of a vendor package) or ``module`` (anything else: a user's
+        ``--impl-module``, a test's stand-in)."""
+        source = self.source or ""
+        if source.startswith("kernels."):
+            return "shipped"
+        return "vendor" if source.startswith("harness.adapters") else "module"
 
     def unsupported_for(self, case) -> list[Unsupported]:
         return [u for u in self.unsupported if u.applies(case)]

@@ -101,3 +101,16 @@ class Finding:
     def explain(self) -> str:
         state = "ok" if self.passed else "FLAGGED"
         return f"[{self.detector}] {self.op}/{self.impl}: {state}: {self.message}"
+
+    def assert_passed(self) -> None:
+        """Fail the calling test unless the finding passed; raise ``KnownDeviationSeen`` when
+        it passed with rows a known deviation covers (what a covered case's strict xfail
+        expects), as ``Evaluation.assert_passed`` does."""
+        if not self.passed:
+            raise AssertionError(self.explain())
+        known = sorted({str(r.get("known_deviation")) for r in self.rows
+                        if r.get("verdict") == KNOWN_DEVIATION})
+        if known:
+            from harness.core.registry import KnownDeviationSeen
+
+            raise KnownDeviationSeen(f"{self.explain()}: {'; '.join(known)}")

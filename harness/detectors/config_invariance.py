@@ -29,7 +29,7 @@ def check(spec: OpSpec, impl: Implementation, case: Case) -> Finding:
             ev = evaluate(spec, impl, case, inputs=inputs, ref=ref,
                           check=f"config_invariance[{knob}={value}]", **{knob: value})
             rows += ev.rows
-            if not ev.passed:
+            if any(r["verdict"] == "fail" for r in ev.rows):  # known deviations: reported apart
                 problems.append(f"{knob}={value}: {ev.failures()}")
             elif ev.outputs and impl.accumulation == "fp32":
                 problems += [f"{knob}={value} vs default: {b}"

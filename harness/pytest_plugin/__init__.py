@@ -3,9 +3,13 @@ one module per job:
 
 - :mod:`~harness.pytest_plugin.options`: options, their validation, markers, the run's setup;
 - :mod:`~harness.pytest_plugin.sweep`: suites' ``sweep`` markers expanded into ``target``s;
+- :mod:`~harness.pytest_plugin.deviations`: known deviations as strict xfails, only in the tests
+  that evaluate a case they cover;
 - :mod:`~harness.pytest_plugin.selection`: ``--impl``, ``--shard``, ordering, GPU-only skips;
 - :mod:`~harness.pytest_plugin.gpu_sharing`: one GPU shared by xdist workers;
 - :mod:`~harness.pytest_plugin.recording`: result rows, tallies, the report folder at the end;
+- :mod:`~harness.pytest_plugin.judging`: which implementations decide the exit code, and the
+  test command's exit status;
 - :mod:`~harness.pytest_plugin.progress`: tests done, time elapsed and left, every half minute;
 - :mod:`~harness.pytest_plugin.time_limit`: the per-case time limit (pytest-timeout), per profile;
 - :mod:`~harness.pytest_plugin.in_flight`: the test each process runs, on disk (a crash names
@@ -23,9 +27,11 @@ from harness.pytest_plugin.sweep import (AXES, LARGE_CASE_ELEMENTS, Target,  # n
 pytest_plugins = [
     "harness.pytest_plugin.options",
     "harness.pytest_plugin.sweep",
+    "harness.pytest_plugin.deviations",
     "harness.pytest_plugin.selection",
     "harness.pytest_plugin.gpu_sharing",
     "harness.pytest_plugin.recording",
+    "harness.pytest_plugin.judging",
     "harness.pytest_plugin.progress",
     "harness.pytest_plugin.time_limit",
     "harness.pytest_plugin.in_flight",

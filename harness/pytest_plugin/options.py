@@ -21,12 +21,19 @@ def pytest_addoption(parser):
                     help="only the tests about this op (repeatable): its sweep cases, and the "
                          "other tests of suites that sweep it")
     group.addoption("--impl", action="append", default=[],
-                    help="only test these implementations (repeatable); the reference still "
-                         "serves as ground truth")
+                    help="only test and judge these implementations (repeatable); the "
+                         "reference still serves as ground truth. Without it the run judges the "
+                         "harness's kernels and --impl-module's, and shows the vendors'")
     group.addoption("--require", action="append", default=[], metavar="NAME",
-                    help="implementation that must be judged (repeatable): if it is not "
-                         "registered, cannot run here or runs no case, the verdict is 'could "
-                         "not test' (125) with the reason, whatever else passed")
+                    help="implementation that must be judged (repeatable): its failures and "
+                         "coverage count (a vendor's too, which the profile's default only "
+                         "shows); if it is not registered, cannot run here or runs no case, the "
+                         "verdict is 'could not test' (125) with the reason, whatever else passed")
+    group.addoption("--accept-partial-coverage", action="store_true", default=False,
+                    help="call the run good even when a judged implementation skipped more of "
+                         "its cases by its own declarations (Unsupported, CostLimit) than the "
+                         "profile's stated share, or an op entirely (default: could not test, "
+                         "125, with the counts)")
     group.addoption("--impl-module", action="append", default=[],
                     help="import this module or .py file first, so it can register implementations")
     group.addoption("--ab", default=None,

@@ -19,7 +19,7 @@ from harness.core.results import SESSION
 from harness.profiles import get_profile
 from harness.pytest_plugin.context import report_dir, xdist_worker
 from harness.pytest_plugin.in_flight import stopped
-from harness.pytest_plugin.selection import CASE_PROPERTY, COLLECTED
+from harness.pytest_plugin.selection import CASE_PROPERTY, COLLECTED, implementations_of
 from harness.pytest_plugin.sweep import Target
 from harness.pytest_plugin.time_limit import case_time_limit, is_time_limit
 
@@ -32,15 +32,35 @@ FAILURE_CAUSE = "failure_cause"
 ``out_of_memory`` (the machine's) or ``timed_out`` (the per-case time limit)."""
 
 
+ABOUT = "harness_about"
+"""The user property a failed test's report carries: the implementations it is about (JSON
+list; empty: about the harness itself or no implementation in particular, so it always counts)."""
+
+
 @dataclasses.dataclass
 class Tally:
     """Outcome tallies for the verdict: cases run per implementation; failures that are the
-    machine's (out of memory) rather than the kernel's; skipped sweep cases."""
+    machine's (out of memory) rather than the kernel's, and what each failure is about; skipped
+    sweep cases; per implementation and op, its sweep cases judged and skipped by kind."""
     ran: dict = dataclasses.field(default_factory=dict)
     failed: list = dataclasses.field(default_factory=list)
     out_of_memory: list = dataclasses.field(default_factory=list)
     skipped_cases: list = dataclasses.field(default_factory=list)
     timed_out: list = dataclasses.field(default_factory=list)
+    failed_about: dict = dataclasses.field(default_factory=dict)
+    coverage: dict = dataclasses.field(default_factory=dict)
+
+    def _count(self, report, case: dict) -> None:
+        """One sweep case of ``case['impl']`` on ``case['case_op']``: judged (passed, failed or
+        a known deviation's xfail) or skipped, by kind (sweep.SKIP_KINDS)."""
+        if report.when == "setup" and report.skipped:
+            kind = case.get("not_judged") or "other"
+        elif report.when == "call":
+            kind = "other" if report.skipped and not hasattr(report, "wasxfail") else "judged"
+        else:
+            return
+        counts = self.coverage.setdefault((case["impl"], case["case_op"]), {})
+        counts[kind] = counts.get(kind, 0) + 1
 
     def pytest_runtest_logreport(self, report):
         cause = dict(report.user_properties).get(FAILURE_CAUSE)
@@ -50,6 +70,12 @@ class Tally:
             self.failed.append(report.nodeid)
             if cause == "timed_out":
                 self.timed_out.append(report.nodeid)
+            about = dict(report.user_properties).get(ABOUT)
+            if about is not None:
+                self.failed_about[report.nodeid] = json.loads(about)
+        case = dict(report.user_properties).get(CASE_PROPERTY)
+        if case:
+            self._count(report, json.loads(case))
         if report.when == "call" and not report.skipped:
             for key, value in report.user_properties:
                 if key == "impl":
@@ -72,10 +98,13 @@ def pytest_configure(config):
     config.pluginmanager.register(config.stash[TALLY], "harness-tally")
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
-    """Marks a failure whose exception is out of memory, or the time limit, by its class (the
-    report reaches the controller under xdist with its user properties)."""
+    """Marks a failure whose exception is out of memory, or the time limit, by its class, and
+    names the implementations a failed test is about (``ABOUT``: the verdict counts only the
+    failures of the implementations the run judges). Outermost (tryfirst), so it sees the
+    outcome pytest's xfail handling settles. The report reaches the controller under xdist with
+    its user properties."""
     report = yield
     if report.failed and call.excinfo is not None:
         error = call.excinfo.value
@@ -83,6 +112,9 @@ def pytest_runtest_makereport(item, call):
                  else "timed_out" if is_time_limit(error) else None)
         if cause:
             report.user_properties = [*report.user_properties, (FAILURE_CAUSE, cause)]
+    if report.failed and ABOUT not in dict(report.user_properties):
+        about = [] if item.get_closest_marker("machinery") else sorted(implementations_of(item))
+        report.user_properties = [*report.user_properties, (ABOUT, json.dumps(about))]
     return report
 
 
@@ -155,19 +187,25 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    from harness.pytest_plugin.judging import judging, settle_exit_status
+
     config = session.config
     folder = report_dir(config)
-    if folder is None:
-        return
     worker = xdist_worker(config)
-    if len(SESSION):
+    if folder is not None and len(SESSION):
         SESSION.write(folder, stem=f"results-{worker}" if worker else "results")
     if worker:
+        return
+    tally = config.stash[TALLY]
+    judged = judging(config, tally)
+    settle_exit_status(session, exitstatus, {**judged, "failed": list(tally.failed),
+                                             "out_of_memory": list(tally.out_of_memory),
+                                             "shard": config.getoption("shard")})
+    if folder is None:
         return
     from harness.reports.summary import write_meta, write_summary
 
     started = config.stash.get(STARTED, datetime.datetime.now())
-    tally = config.stash[TALLY]
     profile = get_profile(config.getoption("profile")).name
     write_meta(folder, profile=profile, pytest_exit=int(exitstatus),
                started=started.isoformat(),
@@ -181,7 +219,7 @@ def pytest_sessionfinish(session, exitstatus):
                skipped_cases=list(tally.skipped_cases),
                impl_required=_required(config),
                collected=_collected(config, folder),
-               shard=config.getoption("shard"))
+               shard=config.getoption("shard"), **judged)
     write_summary(folder, profile=profile, pytest_exit=int(exitstatus))
 
 

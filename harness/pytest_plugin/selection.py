@@ -65,8 +65,6 @@ def pytest_collection_modifyitems(config, items):
     # End-to-end tests take minutes each (a model server per run): start them first, so that
     # under xdist the other workers fill in with kernel tests instead of waiting at the end.
     items[:] = heavy_last(items)
-    for item in items:
-        _tag_case(item)
     wanted = set(config.getoption("impl") or [])
     if wanted:
         _keep(config, items, lambda item: implementations_of(item) & wanted)
@@ -90,6 +88,8 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+    for item in items:
+        _tag_case(item)
     from harness.reports.coverage import PLAN_ENV
 
     plan = os.environ.get(PLAN_ENV)
@@ -98,12 +98,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _tag_case(item) -> None:
+    """The case's property; ``not_judged`` says why the sweep skips it (sweep.SKIP_KINDS)."""
     target = getattr(item, "callspec", None) and item.callspec.params.get("target")
     if isinstance(target, Target):
         case = target.case
+        gpu_only = "gpu" in item.keywords and not harness_device.has_gpu()
         item.user_properties.append((CASE_PROPERTY, json.dumps(
             {"case_op": case.op, "tokens": case.tokens, "hidden": case.hidden,
-             "params": dict(case.params), "impl": target.impl.name}, default=str)))
+             "params": dict(case.params), "impl": target.impl.name,
+             "not_judged": target.not_judged or ("device" if gpu_only else "")}, default=str)))
 
 def _write_plan(path: pathlib.Path, items) -> None:
     with path.open("w") as out:

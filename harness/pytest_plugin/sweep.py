@@ -32,7 +32,7 @@ import pytest
 
 from harness.core import device as harness_device
 from harness.core.cases import Case
-from harness.core.registry import Implementation, KnownDeviationSeen, records
+from harness.core.registry import Implementation, records
 from harness.core.specs import OpSpec, get_spec
 from harness.profiles import (COMPOSED_INTERPRETER_MAX_TOKENS, INTERPRETER_MAX_ELEMENTS,
                               INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for)
@@ -46,6 +46,8 @@ class Target:
     impl: Implementation
     case: Case
     profile: Profile
+    not_judged: str = ""
+    """Why the sweep skips this case (a ``SKIP_KINDS`` entry), "" when it is judged."""
 
     @property
     def op(self) -> str:
@@ -88,14 +90,24 @@ def _memory_marks(spec: OpSpec, case: Case, profile: Profile) -> list:
     return [pytest.mark.device_memory_heavy] if elements >= LARGE_CASE_ELEMENTS else []
 
 
-def _interpreted_skip(impl: Implementation, why: str, where: str) -> list:
-    return [pytest.mark.skip(reason=f"{impl.name} launches Triton kernels, which the CPU runs "
-                             f"under the interpreter ({why}); {where}")]
+SKIP_KINDS = ("declared", "cost", "interpreter", "device", "other")
+"""Why a sweep case was not judged: the implementation's ``Unsupported`` (declared) or its
+``CostLimit`` (cost), the CPU's Triton interpreter limits (interpreter), a GPU-only test without
+a GPU (device), or a skip inside the test (other: a check that does not apply to it).
+``declared`` and ``cost`` are the implementation's own choice: the share a profile lets them
+skip is ``Profile.max_declared_skip_share``."""
+DECLARED_SKIPS = ("declared", "cost")
 
 
-def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
-    """Skips, with the reason, for cases beyond what ``impl`` is run at: Triton kernels under
-    the CPU interpreter, and an implementation's declared ``cost_limit``."""
+def _interpreted_skip(impl: Implementation, why: str, where: str) -> tuple[str, str]:
+    return ("interpreter", f"{impl.name} launches Triton kernels, which the CPU runs under the "
+            f"interpreter ({why}); {where}")
+
+
+def _not_judged(spec: OpSpec, impl: Implementation, case: Case) -> tuple[str, str] | None:
+    """(kind, reason) for a case beyond what ``impl`` is run at (see ``SKIP_KINDS``): Triton
+    kernels under the CPU interpreter, the implementation's declared ``unsupported`` inputs and
+    ``cost_limit``; None when it is judged."""
     interpreted = impl.triton and harness_device.triton_interpreted()
     elements = spec.case_elements(case)
     if interpreted and (case.tokens or 0) > INTERPRETER_MAX_TOKENS:
@@ -116,23 +128,19 @@ def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
                                  "GPU (profiles.COMPOSED_INTERPRETER_MAX_TOKENS)")
     unsupported = impl.unsupported_for(case)
     if unsupported:
-        return [pytest.mark.skip(reason=f"{impl.name}/{case.op} is documented not to handle "
-                                 f"this case, so it is not judged here: {unsupported[0].reason}")]
+        return ("declared", f"{impl.name}/{case.op} is documented not to handle this case, so "
+                f"it is not judged here: {unsupported[0].reason}")
     limit = impl.cost_limit
     if limit is not None and elements is not None and elements > limit.elements:
-        return [pytest.mark.skip(reason=f"{impl.name}/{case.op} runs cases up to "
-                                 f"{limit.elements} elements, this one has {elements}: "
-                                 f"{limit.reason}")]
-    return []
+        return ("cost", f"{impl.name}/{case.op} runs cases up to {limit.elements} elements, "
+                f"this one has {elements}: {limit.reason}")
+    return None
 
 
-def _deviation_marks(impl, case) -> list:
-    """A strict xfail for a case that a known deviation of ``impl`` covers, expecting
-    KnownDeviationSeen alone (a failure beyond the deviation, or an exception, fails)."""
-    reasons = [d.reason for d in impl.deviations_for(case)]
-    return [pytest.mark.xfail(strict=True, raises=KnownDeviationSeen,
-                              reason=f"known deviation of {impl.name} from the "
-                              f"contract: {'; '.join(reasons)}")] if reasons else []
+def _cost_marks(spec: OpSpec, impl: Implementation, case: Case) -> list:
+    """Skips, with the reason, for cases beyond what ``impl`` is run at (``_not_judged``)."""
+    skip = _not_judged(spec, impl, case)
+    return [pytest.mark.skip(reason=skip[1])] if skip else []
 
 
 def pytest_generate_tests(metafunc):
@@ -183,10 +191,11 @@ def pytest_generate_tests(metafunc):
                     grid["hidden"], grid["tokens"], grid["seed"], combos):
                 case = Case(op, tokens=tokens or 0, hidden=hidden or 0, seed=seed or 0,
                             device=dev, params=combo)
-                marks = (_deviation_marks(impl, case) + _memory_marks(spec, case, profile)
-                         + _cost_marks(spec, impl, case))
+                skip = _not_judged(spec, impl, case)
+                marks = _memory_marks(spec, case, profile) + (
+                    [pytest.mark.skip(reason=skip[1])] if skip else [])
                 params.append(pytest.param(
-                    Target(spec, impl, case, profile), marks=marks,
+                    Target(spec, impl, case, profile, skip[0] if skip else ""), marks=marks,
                     id=_test_id(op, name, tokens, hidden, seed, combo, len(grid["seed"]) > 1)))
     if not params:
         params = [pytest.param(None, marks=pytest.mark.skip(

@@ -122,6 +122,18 @@ def _first_of(metas: list[dict], key: str, folders: list[pathlib.Path]) -> dict 
     return None
 
 
+def _coverage(metas: list[dict]) -> list[dict]:
+    """Every shard's per implementation and op counts, summed."""
+    summed: dict[tuple[str, str], dict] = {}
+    for meta in metas:
+        for row in meta.get("coverage") or []:
+            into = summed.setdefault((row["impl"], row["op"]), {"impl": row["impl"], "op": row["op"]})
+            for key, value in row.items():
+                if key not in ("impl", "op"):
+                    into[key] = into.get(key, 0) + int(value)
+    return [summed[key] for key in sorted(summed)]
+
+
 def _merge_junit(folders: list[pathlib.Path], out: pathlib.Path) -> None:
     merged = ET.Element("testsuites")
     suite = ET.SubElement(merged, "testsuite", name="harness")
@@ -173,6 +185,8 @@ def merge(folders: list[pathlib.Path], out: pathlib.Path) -> dict:
             "crashed": _first_of(metas, "crashed", folders),
             "interrupted": _first_of(metas, "interrupted", folders),
             "trend": None, "verdict": None,
+            "failed_about": {t: a for m in metas for t, a in (m.get("failed_about") or {}).items()},
+            "coverage": _coverage(metas),
             "shard": None, "merged_from": [str(f) for f in folders],
             "shards": sorted(str(m.get("shard")) for m in metas)}
     (out / "run.json").write_text(json.dumps(meta, indent=1))

@@ -14,7 +14,7 @@ import uuid
 
 import pandas as pd
 
-from harness.reports import coverage, tables as report_tables, vendors
+from harness.reports import coverage, judged as judged_report, tables as report_tables, vendors
 from harness.core import device
 from harness.reports.durations import where_time_went
 from harness.core.registry import unavailable
@@ -142,13 +142,22 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     lines = [f"# Verdict: {verdict} (profile `{profile}`)", "", why, ""]
     lines += _limits(meta)
     modules, wanted = _run_option(folder, "--impl-module"), set(_run_option(folder, "--impl"))
-    missing = {key: reason for key, reason in unavailable().items()
-               if not wanted or key[1] in wanted}
+    missing = {**unavailable(), **judged_report.not_selected(meta)}
+    notes = {key: judged_report.cell_note(c) for key, c in judged_report.counts(meta).items()}
     if not df.empty:
         lines += report_tables.self_check(df)
         lines += report_tables.failures(df, profile, modules, folder / "cases")
     shown = df[df["impl"].isin(wanted)] if wanted and not df.empty else df
-    lines += report_tables.matrix(shown, missing) if not shown.empty or missing else []
+    ops_run = set(_run_option(folder, "--op")) | (
+        set(shown.loc[~report_tables.seeded(shown), "op"].astype(str)) if not shown.empty else set())
+    if ops_run:  # what could not run or was not selected, of the ops this run is about
+        missing = {key: why for key, why in missing.items() if key[0] in ops_run}
+    labels = {name: f"{name} (shown, not judged)" for name in
+              (set(shown["impl"].astype(str)) if not shown.empty else ())
+              if "judged" in meta and name not in meta["judged"]}
+    lines += report_tables.matrix(shown, missing, notes, labels) if not shown.empty or missing \
+        else []
+    lines += judged_report.markdown(meta)
     deviations = _known_deviations(df) if not df.empty else []
     cases = _saved_cases(folder)
     lines += deviations + cases
@@ -174,8 +183,8 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         lines += ["", trend.read_text()]
     path = folder / "summary.md"
     path.write_text("\n".join(lines) + "\n")
-    impls, ops, cells = report_tables.matrix_cells(shown, missing) if not shown.empty or missing \
-        else ([], [], {})
+    impls, ops, cells = report_tables.matrix_cells(shown, missing, notes) \
+        if not shown.empty or missing else ([], [], {})
     self_check = report_tables.self_check(df) if not df.empty else []
     write_html(folder, df, {
         "verdict": verdict, "verdict_class": judged.css_class,
@@ -186,6 +195,10 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
         "failure_groups": report_tables.failure_groups(df, profile, modules, folder / "cases"),
         "coverage": cov, "coverage_gaps": coverage.gaps(cov),
         "vendor_matrix": vendors.html_groups(matrix),
+        "impl_labels": labels,
+        "judged_intro": [line for line in judged_report.markdown(meta)[2:]
+                         if line and not line.startswith("|")],
+        "judged_rows": judged_report.table(meta), "skip_columns": judged_report.SKIP_COLUMNS,
         "lists": [("Known deviations (third-party, documented; not failures)",
                    [line[2:] for line in deviations if line.startswith("- ")]),
                   ("Saved failing cases (replay on any machine, exit 0/1/125)",

@@ -42,10 +42,13 @@ def _cell(rows: pd.DataFrame) -> tuple[str, str]:
     return "pass", f"pass {_share(rows)}".strip()
 
 
-def matrix_cells(df: pd.DataFrame, not_run: dict[tuple[str, str], str]
+def matrix_cells(df: pd.DataFrame, not_run: dict[tuple[str, str], str],
+                 notes: dict[tuple[str, str], str] | None = None
                  ) -> tuple[list[str], list[str], dict[str, dict[str, tuple[str, str]]]]:
     """(implementations, ops, cells[impl][op] = (state, text)); state is pass, fail, known,
-    notrun (with the reason as text) or empty."""
+    notrun (with the reason as text) or empty; ``notes[(impl, op)]`` (what the cell was judged
+    on) follows the verdict after a semicolon."""
+    notes = notes or {}
     real = df[~seeded(df)] if not df.empty else df
     impls = sorted(set(real["impl"].astype(str)) | {name for _, name in not_run}) if not df.empty \
         else sorted({name for _, name in not_run})
@@ -56,7 +59,9 @@ def matrix_cells(df: pd.DataFrame, not_run: dict[tuple[str, str], str]
         for op in ops:
             rows = real[(real["impl"] == impl) & (real["op"] == op)] if not df.empty else real
             if not rows.empty:
-                cells.setdefault(impl, {})[op] = _cell(rows)
+                state, text = _cell(rows)
+                note = notes.get((impl, op))
+                cells.setdefault(impl, {})[op] = (state, f"{text}; {note}" if note else text)
             elif (op, impl) in not_run:
                 cells.setdefault(impl, {})[op] = ("notrun", not_run[(op, impl)])
             else:
@@ -64,9 +69,12 @@ def matrix_cells(df: pd.DataFrame, not_run: dict[tuple[str, str], str]
     return impls, ops, cells
 
 
-def matrix(df: pd.DataFrame, not_run: dict[tuple[str, str], str]) -> list[str]:
-    """Markdown: one row per implementation, one column per op."""
-    impls, ops, cells = matrix_cells(df, not_run)
+def matrix(df: pd.DataFrame, not_run: dict[tuple[str, str], str],
+           notes: dict[tuple[str, str], str] | None = None,
+           labels: dict[str, str] | None = None) -> list[str]:
+    """Markdown: one row per implementation (``labels`` may rename it), one column per op."""
+    impls, ops, cells = matrix_cells(df, not_run, notes)
+    labels = labels or {}
     if not impls or not ops:
         return []
     shown = {"fail": lambda t: t.replace("FAIL", "**FAIL**", 1), "notrun": lambda t: "not run"}
@@ -74,10 +82,11 @@ def matrix(df: pd.DataFrame, not_run: dict[tuple[str, str], str]) -> list[str]:
              "| --- |" + " --- |" * len(ops)]
     for impl in impls:
         row = [shown.get(state, lambda t: t)(text) for state, text in (cells[impl][op] for op in ops)]
-        lines.append(f"| {impl} | " + " | ".join(row) + " |")
+        lines.append(f"| {labels.get(impl, impl)} | " + " | ".join(row) + " |")
     return ["## Implementation x op", "", *lines, "",
-            "Cells: verdict, then the largest share of the tolerance used (1.0 = at the limit); "
-            "\"not run\" cells are explained under \"Not run here\".", ""]
+            "Cells: verdict, then the largest share of the tolerance used (1.0 = at the limit), "
+            "then the sweep cases judged of those collected (\"What was judged\"); \"not run\" "
+            "cells are explained under \"Not run here\".", ""]
 
 
 def self_check(df: pd.DataFrame) -> list[str]:

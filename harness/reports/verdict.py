@@ -75,6 +75,80 @@ def _timed_out(meta: dict) -> str | None:
             f"failure): {', '.join(late[:5])}" + (" ..." if len(late) > 5 else ""))
 
 
+DECLARED_SKIPS = ("declared", "cost")
+"""Skip kinds that are an implementation's own choice (harness.pytest_plugin.sweep.SKIP_KINDS)."""
+
+
+def judged_failures(meta: dict) -> tuple[list[str], list[str]]:
+    """(failed tests that count, failed tests only about implementations the run does not
+    judge). A run without ``judged`` (an older run.json) counts every failure."""
+    failed = list(dict.fromkeys(meta.get("failed") or []))
+    judged = meta.get("judged")
+    if judged is None:
+        return failed, []
+    about = meta.get("failed_about") or {}
+    counted = [t for t in failed if not about.get(t) or set(about[t]) & set(judged)]
+    return counted, [t for t in failed if t not in counted]
+
+
+def coverage_shortfalls(meta: dict) -> list[str]:
+    """The judged implementations' ops that were judged on no case, or that their own
+    declarations skipped beyond the profile's ``max_declared_skip_share``, with the counts.
+    None in a shard's run (its share of an op's cases is arbitrary: the merge judges it)."""
+    if meta.get("shard"):
+        return []
+    judged = set(meta.get("judged") or ())
+    share = meta.get("max_declared_skip_share")
+    short = []
+    for row in meta.get("coverage") or []:
+        if row["impl"] not in judged:
+            continue
+        ran = int(row.get("judged", 0))
+        declared = sum(int(row.get(kind, 0)) for kind in DECLARED_SKIPS)
+        skipped = {k: int(v) for k, v in row.items() if k not in ("impl", "op", "judged") and v}
+        counts = ", ".join(f"{k} {v}" for k, v in skipped.items())
+        total = ran + sum(skipped.values())
+        if not ran and skipped:
+            short.append(f"{row['impl']}/{row['op']}: judged on none of its {total} cases "
+                         f"(skipped: {counts})")
+        elif share is not None and declared > share * (ran + declared):
+            short.append(f"{row['impl']}/{row['op']}: its declarations skipped {declared} of "
+                         f"{ran + declared} cases ({declared / (ran + declared):.0%}, over the "
+                         f"profile's {share:.0%}; skipped: {counts})")
+    return short
+
+
+def _shortfall_why(short: list[str]) -> str:
+    return ("could not test: a judged implementation was judged on too little of its input "
+            "space: " + "; ".join(short[:6]) + (f"; and {len(short) - 6} more" if len(short) > 6
+                                                else "")
+            + " (see 'What was judged' in the summary; pass --accept-partial-coverage to "
+            "call such a run good)")
+
+
+def _unjudged_note(unjudged: list[str], meta: dict) -> str:
+    about = meta.get("failed_about") or {}
+    names = sorted({n for t in unjudged for n in about.get(t, [])})
+    return (f"; {len(unjudged)} failing test(s) of implementations this run does not judge "
+            f"({', '.join(names)}: see the matrix; --impl or --require NAME judges one)")
+
+
+def judged_exit_status(code: int, meta: dict) -> tuple[int, str]:
+    """The test command's (pytest's) exit status and a note, from what the run judged: 1 only
+    when a judged implementation's test failed (else 0, with the note); 125 when a judged
+    implementation's coverage falls short (``coverage_shortfalls``) unless accepted. Other
+    pytest codes are kept."""
+    if code not in (0, 1):
+        return code, ""
+    counted, unjudged = judged_failures(meta)
+    if code == 1 and (counted or not unjudged):
+        return code, ""
+    short = [] if meta.get("accept_partial_coverage") else coverage_shortfalls(meta)
+    if short:
+        return EXIT_UNTESTABLE, _shortfall_why(short)
+    return EXIT_GOOD, ("good" + _unjudged_note(unjudged, meta)) if unjudged else ""
+
+
 def run_verdict(code: int, meta: dict, regressions: int = 0) -> tuple[int, str]:
     """The run's git-bisect verdict and why. 1 when the test process crashed (whatever else);
     125 (could not test) when a required implementation (``--require``) cannot run here, when the
@@ -101,9 +175,12 @@ def run_verdict(code: int, meta: dict, regressions: int = 0) -> tuple[int, str]:
                                  "of it was skipped or deselected; see 'Not run here' in the "
                                  "summary)")
     oom = meta.get("out_of_memory") or []
-    if verdict == EXIT_BAD and oom and not meta.get("failed"):
+    counted, unjudged = judged_failures(meta)
+    if verdict == EXIT_BAD and oom and not counted:
         return EXIT_UNTESTABLE, (f"could not test: {len(oom)} case(s) ran out of device memory "
                                  f"(first: {oom[0]}); rerun on a larger device or a smaller profile")
+    if verdict == EXIT_BAD and code == 1 and unjudged and not counted:
+        verdict = EXIT_GOOD
     late = _timed_out(meta)
     if late:
         return EXIT_BAD, late
@@ -111,13 +188,20 @@ def run_verdict(code: int, meta: dict, regressions: int = 0) -> tuple[int, str]:
         return EXIT_BAD, f"{regressions} metric(s) got worse than the baseline run (trend.md)"
     if code == 5:
         return verdict, "could not test: no test was selected (check --ops, --impl and -k)"
-    if verdict == EXIT_GOOD and "cases_run" in meta and not sum(ran.values()):
+    short = [] if meta.get("accept_partial_coverage") else coverage_shortfalls(meta)
+    coverage_verdict = code == EXIT_UNTESTABLE and bool(short)  # the test command's own 125
+    if (verdict == EXIT_GOOD or coverage_verdict) and "cases_run" in meta \
+            and not sum(ran.values()):
         return EXIT_UNTESTABLE, ("could not test: no case of any implementation was judged "
                                  "(every kernel test was skipped or deselected: a GPU-only "
                                  "selection on a CPU, or --ops/-k/-m matching no sweep); see "
-                                 "the skip reasons in summary.md")
-    return verdict, {EXIT_GOOD: "good", EXIT_BAD: "bad: a comparison failed (summary.md)"}.get(
-        verdict, f"could not test (pytest exit {code})")
+                                 "the skip reasons in summary.md"
+                                 + "".join(f"; {line}" for line in short[:4]))
+    if short and (verdict == EXIT_GOOD or coverage_verdict):
+        return EXIT_UNTESTABLE, _shortfall_why(short)
+    note = _unjudged_note(unjudged, meta) if unjudged else ""
+    return verdict, {EXIT_GOOD: "good" + note, EXIT_BAD: "bad: a comparison failed (summary.md)"
+                     }.get(verdict, f"could not test (pytest exit {code})")
 
 
 def _trend(meta: dict) -> tuple[int, str]:
