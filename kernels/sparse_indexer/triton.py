@@ -581,8 +581,9 @@ def _slot_errors(n_slots: int):
 
 def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool,
            plan: LaunchPlan):
-    context_lens = context_lens.contiguous()  # the kernel reads lengths and table rows with
-    if block_tables.stride(-1) != 1:  # unit stride (a table's rows may be any stride apart)
+    # the kernel reads the lengths and each table row at unit stride (rows may be any stride apart)
+    context_lens = context_lens.contiguous()
+    if block_tables.stride(-1) != 1:
         block_tables = block_tables.contiguous()
     out_shape, launch, explain = _paged_call(q, kv_cache, weights, context_lens, block_tables,
                                              int(max_model_len), exact, plan)
