@@ -348,9 +348,9 @@ def comb_inner_strides_assumed(threshold: int) -> Implementation:
     return _impl("mhc_post", "fault-comb-inner-strides-assumed", mhc_post)
 
 
-@FAULTS.seed("row_padding_as_scratch", "mhc_pre", "write into the parent buffer's padding",
+@FAULTS.seed("residual_padding_as_scratch", "mhc_pre", "write into the parent buffer's padding",
              LAYOUTS)
-def row_padding_as_scratch(threshold: int) -> Implementation:
+def residual_padding_as_scratch(threshold: int) -> Implementation:
     """Right outputs, but where the residual's rows are padded (stride(0) > m * H) it parks each
     token's sum of squares in the padding after its row, as scratch: memory outside the view it
     was given, another tensor's in a real caller's buffer."""
@@ -363,4 +363,4 @@ def row_padding_as_scratch(threshold: int) -> Implementation:
                                   rows.storage_offset() + width)
             pad.copy_(rows.float().square().sum((-2, -1)).unsqueeze(-1).to(pad.dtype))
         return out
-    return _impl("mhc_pre", "fault-row-padding-as-scratch", mhc_pre)
+    return _impl("mhc_pre", "fault-residual-padding-as-scratch", mhc_pre)

@@ -252,9 +252,9 @@ def columns_assumed_unit_stride(threshold: int) -> Implementation:
     return _impl("top_k_per_row_decode", "fault-columns-assumed-unit-stride", decode)
 
 
-@FAULTS.seed("row_padding_as_scratch", "top_k_per_row_decode",
+@FAULTS.seed("logits_padding_as_scratch", "top_k_per_row_decode",
              "write into the parent buffer's padding", LAYOUTS)
-def row_padding_as_scratch(threshold: int) -> Implementation:
+def logits_padding_as_scratch(threshold: int) -> Implementation:
     """Right indices, but where logits rows are padded (stride0 past the row's width) it marks
     each finished row by writing -inf into the first padding column: memory outside the
     logits view it was given (issue 63: NaN in the hidden columns of strided logits read good)."""
@@ -265,4 +265,4 @@ def row_padding_as_scratch(threshold: int) -> Implementation:
         if stride1 == 1 and stride0 > width:
             logits.as_strided((int(num_rows), 1), (stride0, 1),
                               logits.storage_offset() + width).fill_(float("-inf"))
-    return _impl("top_k_per_row_decode", "fault-row-padding-as-scratch", decode)
+    return _impl("top_k_per_row_decode", "fault-logits-padding-as-scratch", decode)
