@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import torch
 
+from harness.core import layouts
 from harness.core.metrics import differing_bytes, differing_tokens
 from harness.core.registry import Implementation, KnownDeviationSeen
 from harness.core.results import KNOWN_DEVIATION, result_row
@@ -83,13 +84,15 @@ def _sentinel(t: torch.Tensor) -> torch.Tensor:
 
 def with_guard_rows(spec: OpSpec, inputs: dict) -> tuple[dict, dict[str, tuple]]:
     """``inputs`` with each of the spec's token arguments replaced by the first rows of a buffer
-    that has GUARD_ROWS more; the guards to check after the call."""
+    that has GUARD_ROWS more; the guards to check after the call. A view is left as given: its
+    parent buffer is guarded whole (harness.core.layouts.parent_guards)."""
     if not spec.guard_inputs:
         return inputs, {}
     guarded, guards = dict(inputs), {}
     for name in spec.token_args:
         t = inputs.get(name)
-        if not isinstance(t, torch.Tensor) or t.dim() == 0 or not t.is_contiguous():
+        if (not isinstance(t, torch.Tensor) or t.dim() == 0 or not t.is_contiguous()
+                or t._base is not None):
             continue
         rows = t.shape[0]
         buf = torch.empty((rows + GUARD_ROWS, *t.shape[1:]), dtype=t.dtype, device=t.device)
@@ -184,6 +187,21 @@ def _run_again(spec, impl, case, inputs, first, run, knobs) -> list[dict]:
     return compare_runs(spec, case, impl.name, first, later, run)
 
 
+def _refusal_row(case: Case, impl: Implementation, check: str, exc: Exception,
+                 broken: dict[str, list[str]]) -> dict:
+    """An implementation that declares what its inputs must be (harness.core.layouts) raised on
+    inputs that are not: a pass when the error names the input and the requirement."""
+    what = ", ".join(f"{name} not {' or '.join(reqs)}" for name, reqs in broken.items())
+    error = f"{type(exc).__name__}: {exc}"
+    if layouts.refusal(exc, broken):
+        return result_row(case, impl.name, check, "*", passed=True, refused=True,
+                          detail=f"refused as declared ({what}): {error}")
+    return result_row(case, impl.name, check, "*", passed=False,
+                      detail=f"declares {layouts.DECLARED} {impl.declared[layouts.DECLARED]!r} "
+                             f"and raised on inputs that break it ({what}) without naming the "
+                             f"input and the requirement: {error}")
+
+
 def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None = None,
              ref: dict | None = None, check: str = "accuracy", runs: int = 1,
              **knobs: Any) -> Evaluation:
@@ -197,13 +215,23 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     inputs = spec.make_inputs(case) if inputs is None else inputs
     ref = spec.reference(inputs) if ref is None else ref
     spec.check_reference(ref)
+    inputs = layouts.lay_out(spec, case, inputs)
+    parents = layouts.parent_guards(inputs, spec.written_args)
     inputs, guards = with_guard_rows(spec, inputs)
     before = {name: t.detach().clone() for name, t in tensors_of(inputs).items()}
+    broken = layouts.unmet(impl, inputs, spec.written_args)
     try:
         call = spec.prepare(inputs)
         outputs = _launch(spec, impl, call, **knobs)
     except ContractViolation as exc:
         rows = [result_row(case, impl.name, check, "*", passed=False, detail=str(exc))]
+        _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=ref,
+                outputs={}, rows=rows, knobs=knobs, runs=runs)
+        return Evaluation(case, impl.name, {}, rows)
+    except Exception as exc:
+        if not broken:
+            raise
+        rows = [_refusal_row(case, impl, check, exc, broken)]
         _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=ref,
                 outputs={}, rows=rows, knobs=knobs, runs=runs)
         return Evaluation(case, impl.name, {}, rows)
@@ -226,6 +254,13 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
         rows.append(result_row(case, impl.name, check, "guard", passed=False,
                                detail="the implementation wrote past the end of its inputs: "
                                       + ", ".join(past_the_end)))
+    outside = layouts.written_outside(parents)
+    if outside:
+        rows.append(result_row(case, impl.name, check, "guard", passed=False,
+                               detail="the implementation wrote outside its input views, into "
+                                      "their parent buffers: " + "; ".join(outside)))
+        for parent in parents:
+            parent.restore()
     changed = inputs_changed(before, inputs)
     if changed:
         rows.append(result_row(case, impl.name, check, "inputs", passed=False,

@@ -21,6 +21,8 @@ INPUTS_UNCHANGED = Detector("inputs_unchanged", "inputs or the guard rows past t
 DETERMINISM = Detector("determinism", "runs on the same inputs that differ (a race)")
 DISPATCH_THRESHOLDS = Detector("dispatch_thresholds", "wrong results past a dispatch threshold")
 CUDA_GRAPH = Detector("cuda_graph", "capture failures and stale values in CUDA-graph replays")
+LAYOUTS = Detector("layouts", "wrong results on, or writes outside, strided, sliced, transposed or "
+                   "misaligned input views")
 
 BUILT_IN = (PRECISION_GROWTH, BATCH_INVARIANCE, POISONED_OUTPUTS, CONFIG_INVARIANCE,
-            INPUTS_UNCHANGED, DETERMINISM, DISPATCH_THRESHOLDS, CUDA_GRAPH)
+            INPUTS_UNCHANGED, DETERMINISM, DISPATCH_THRESHOLDS, CUDA_GRAPH, LAYOUTS)

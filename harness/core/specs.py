@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from harness.core import deferred, metrics
+from harness.core import deferred, layouts, metrics
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
 from harness.core.fuzz_space import FuzzSpace
@@ -55,6 +55,14 @@ class OpSpec:
     guard_inputs: bool = False
     """Pass the ``token_args`` as views of buffers with guard rows after them, and fail a call
     that changes the guard rows (a tail tile written past the end of a buffer it was given)."""
+    written_args: tuple[str, ...] = ()
+    """Inputs the op writes in place (``prepare`` gives every call a fresh copy): layouts leave
+    them as made (harness.core.layouts)."""
+    contiguous_args: tuple[str, ...] = ()
+    """Inputs the contract itself requires packed, for every implementation (the paged K cache,
+    a block-major byte layout every backend views whole): layouts leave them as made."""
+    layout_probe: tuple[int, tuple[tuple[str, Any], ...]] = (3, ())
+    """(tokens, case params) of the small case the layouts detector runs in every layout."""
     replay_params: tuple[tuple[str, Any], ...] = ()
     """Case params under which every seed of a case has the same input shapes, as a captured
     CUDA graph's buffers do (e.g. a paged cache sized for the maximum length): the CUDA-graph
@@ -139,6 +147,11 @@ class OpSpec:
             raise TypeError(f"{self.op}{self.signature} cannot take the inputs "
                             f"{sorted(inputs)}: {exc}. Name every argument as the contract "
                             "does (../shared/spec/ops.md)") from None
+
+    def after_layout(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Hook after a layout made views of the inputs: restate what describes them (e.g.
+        top-k's ``stride0``/``stride1``). Default: as laid out."""
+        return inputs
 
     def own_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The entries of ``inputs`` this op takes (e.g. mhc_post's out of a fused op's)."""
@@ -267,6 +280,7 @@ _SPECS: Registry[OpSpec] = Registry("spec")
 
 def register_spec(spec: OpSpec) -> OpSpec:
     check_op(spec.op)
+    layouts.with_layout_axis(spec)
     spec.input_space.check_against(spec.op, spec.case_params)
     if spec.fuzz_space is not None:
         unknown = sorted(set(spec.fuzz_space.domains) - set(spec.case_params) - set(CASE_FIELDS))

@@ -16,8 +16,8 @@ from harness.core.registry import Implementation
 from harness.core.results import Finding
 from harness.core.specs import OpSpec
 from harness.detectors import (batch_invariance, config_invariance, cuda_graph, determinism,
-                               dispatch_thresholds, inputs_unchanged, poison, precision_growth,
-                               probe_cases)
+                               dispatch_thresholds, inputs_unchanged, layouts, poison,
+                               precision_growth, probe_cases)
 from harness.profiles import Profile
 
 Runner = Callable[[OpSpec, Implementation, Profile, Case], Finding]
@@ -41,6 +41,7 @@ RUNNERS.add(d.DETERMINISM.name, lambda spec, impl, prof, base: determinism.check
 RUNNERS.add(d.DISPATCH_THRESHOLDS.name, dispatch_thresholds.check)
 RUNNERS.add(d.CUDA_GRAPH.name, lambda spec, impl, prof, base: cuda_graph.check(
     spec, impl, base.with_tokens(64)))
+RUNNERS.add(d.LAYOUTS.name, lambda spec, impl, prof, base: layouts.check(spec, impl, base))
 
 PER_CASE: Registry[Callable[[OpSpec, Implementation, Case], Finding]] = Registry(
     "per-case detector")

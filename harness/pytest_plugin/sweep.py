@@ -30,7 +30,7 @@ import itertools
 
 import pytest
 
-from harness.core import device as harness_device
+from harness.core import device as harness_device, layouts
 from harness.core.cases import Case
 from harness.core.registry import Implementation, records
 from harness.core.specs import OpSpec, get_spec
@@ -119,6 +119,11 @@ def _not_judged(spec: OpSpec, impl: Implementation, case: Case) -> tuple[str, st
                                  f"on a CPU they stop at {INTERPRETER_MAX_ELEMENTS} elements, "
                                  "torch paths and user modules run this size here, and Triton "
                                  "kernels run it on a GPU (--profile ci/nightly)")
+    blind = interpreted and layouts.interpreter_blind(case)
+    if blind:
+        return _interpreted_skip(impl, f"layout {case.param(layouts.PARAM)}: {blind}",
+                                 "torch paths and user modules are judged on it here, and "
+                                 "Triton kernels on a GPU (--profile ci/nightly)")
     composition = impl.declared.get("composition")
     small = 0 < (case.tokens or 0) <= COMPOSED_INTERPRETER_MAX_TOKENS
     if interpreted and composition and not small:

@@ -6,8 +6,9 @@ import torch
 
 from harness.core.faults import SeededFaults
 from harness.core.detectors import (BATCH_INVARIANCE, CONFIG_INVARIANCE, CUDA_GRAPH, DETERMINISM,
-                                    DISPATCH_THRESHOLDS, INPUTS_UNCHANGED, POISONED_OUTPUTS,
-                                    PRECISION_GROWTH)
+                                    DISPATCH_THRESHOLDS, INPUTS_UNCHANGED, LAYOUTS,
+                                    POISONED_OUTPUTS, PRECISION_GROWTH)
+from harness.core.layouts import as_packed
 from kernels.mhc.probes import MHC_INPUTS
 from harness.core.registry import Implementation
 from kernels.mhc import torch as ref
@@ -311,3 +312,55 @@ def hidden_tail_unwritten_past_2048(threshold: int) -> Implementation:
             out[..., h - h % 1024:] = 0
         return out
     return _impl("mhc_post", "fault-hidden-tail-unwritten-past-2048", mhc_post)
+
+
+@FAULTS.seed("residual_rows_at_packed_width", "mhc_post", "strided input read as packed", LAYOUTS)
+def residual_rows_at_packed_width(threshold: int) -> Implementation:
+    """Reads token t's streams at ``t * m * H`` from the residual's first element instead of at
+    ``t * residual.stride(0)``: right on a fresh residual, another token's (or the padding's)
+    streams on a residual sliced from a wider buffer."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        return ref.mhc_post(x, as_packed(residual), post_layer_mix, comb_res_mix)
+    return _impl("mhc_post", "fault-residual-rows-at-packed-width", mhc_post)
+
+
+@FAULTS.seed("mixes_assumed_packed", "mhc_post", "mix columns read as packed", LAYOUTS)
+def mixes_assumed_packed(threshold: int) -> Implementation:
+    """Reads ``post_layer_mix`` as a packed [T, m] and ``comb_res_mix`` as a packed [T, m, m]
+    from their first elements: right when each mix is its own tensor, wrong when they are column
+    slices of one [T, m*(m+2)] buffer (token t's mixes sit a whole row of that buffer apart)."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        return ref.mhc_post(x, residual, as_packed(post_layer_mix), as_packed(comb_res_mix))
+    return _impl("mhc_post", "fault-mixes-assumed-packed", mhc_post)
+
+
+@FAULTS.seed("comb_inner_strides_assumed", "mhc_post", "transposed input read untransposed",
+             LAYOUTS)
+def comb_inner_strides_assumed(threshold: int) -> Implementation:
+    """Honours ``comb_res_mix.stride(0)`` but indexes each token's [m, m] block as row-major
+    (strides m, 1): a transposed comb is read as its transpose, so stream j takes row j of
+    comb instead of column j. Only a transposed comb shows it."""
+    def mhc_post(x, residual, post_layer_mix, comb_res_mix):
+        m = comb_res_mix.shape[-1]
+        comb = comb_res_mix.as_strided(comb_res_mix.shape, (comb_res_mix.stride(0), m, 1),
+                                       comb_res_mix.storage_offset())
+        return ref.mhc_post(x, residual, post_layer_mix, comb)
+    return _impl("mhc_post", "fault-comb-inner-strides-assumed", mhc_post)
+
+
+@FAULTS.seed("residual_padding_as_scratch", "mhc_pre", "write into the parent buffer's padding",
+             LAYOUTS)
+def residual_padding_as_scratch(threshold: int) -> Implementation:
+    """Right outputs, but where the residual's rows are padded (stride(0) > m * H) it parks each
+    token's sum of squares in the padding after its row, as scratch: memory outside the view it
+    was given, another tensor's in a real caller's buffer."""
+    def mhc_pre(residual, *args, n_splits=1):
+        out = ref.mhc_pre(residual, *args)
+        rows = residual.reshape(-1, *residual.shape[-2:]) if residual.dim() > 3 else residual
+        width = rows.shape[-2] * rows.shape[-1]
+        if rows.dim() == 3 and rows.stride(0) > width and rows.stride(1) == rows.shape[-1]:
+            pad = rows.as_strided((rows.shape[0], 1), (rows.stride(0), 1),
+                                  rows.storage_offset() + width)
+            pad.copy_(rows.float().square().sum((-2, -1)).unsqueeze(-1).to(pad.dtype))
+        return out
+    return _impl("mhc_pre", "fault-residual-padding-as-scratch", mhc_pre)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 
 from harness.core.faults import SeededFaults
-from harness.core.detectors import CUDA_GRAPH
+from harness.core.detectors import CUDA_GRAPH, LAYOUTS
+from harness.core.layouts import as_aligned_down, as_packed
 from kernels.sparse_indexer.probes import (INDEXER_CHECKS, INDEXER_STEP, OUTPUTS_PAST_2_31,
                                            PAGED_FAR_BLOCKS)
 from harness.core.registry import Implementation
@@ -321,3 +322,37 @@ def prefill_output_offset_wraps_at_2_31(threshold: int) -> Implementation:
     def mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke):
         return _lost_past_2_31(ref.fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke))
     return _impl("fp8_mqa_logits", "fault-prefill-output-offset-wraps-at-2-31", mqa)
+
+
+@FAULTS.seed("block_table_rows_at_packed_width", "fp8_paged_mqa_logits",
+             "strided input read as packed", LAYOUTS)
+def block_table_rows_at_packed_width(threshold: int) -> Implementation:
+    """Finds request b's blocks at ``b * max_blocks`` from the table's first entry instead of at
+    ``b * block_tables.stride(0)``: right on a fresh table, another request's blocks (or the
+    padding) on a table sliced from a wider one (a graph's table for more blocks)."""
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
+                                        as_packed(block_tables), max_model_len)
+    return _impl("fp8_paged_mqa_logits", "fault-block-table-rows-at-packed-width", paged)
+
+
+@FAULTS.seed("weights_rows_at_packed_width", "fp8_quantize_q", "strided input read as packed",
+             LAYOUTS)
+def weights_rows_at_packed_width(threshold: int) -> Implementation:
+    """Reads token t's head weights at ``t * heads`` from the first weight instead of at
+    ``t * weights.stride(0)``: right on packed weights, another token's on weights that are a
+    column slice of the projection's output."""
+    def quantize_q(q, weights, softmax_scale):
+        return ref.fp8_quantize_q(q, as_packed(weights), softmax_scale)
+    return _impl("fp8_quantize_q", "fault-weights-rows-at-packed-width", quantize_q)
+
+
+@FAULTS.seed("k_loads_from_aligned_base", "fp8_quantize_k", "misaligned base read as aligned",
+             LAYOUTS)
+def k_loads_from_aligned_base(threshold: int) -> Implementation:
+    """Loads K from the 16-byte boundary at or below its first element (wide vector loads that
+    assume an aligned base): right on a fresh tensor, every row shifted on one whose storage
+    offset is off a 16-byte boundary."""
+    def quantize_k(k, scale_fmt=None):
+        return ref.fp8_quantize_k(as_aligned_down(k), scale_fmt)
+    return _impl("fp8_quantize_k", "fault-k-loads-from-aligned-base", quantize_k)

@@ -365,6 +365,7 @@ class QuantizeQSpec(QuantizeKSpec):
     output_dtypes = {"values": FP8, "weights": torch.float32}
     token_args = ("q", "weights")
     case_params = {"heads": HEADS, "data": "random", "head_dim": HEAD_DIM}
+    layout_probe = (3, (("heads", 4),))
     input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
         Cell("sizes", "64 heads", "DeepSeek-V3.2's indexer heads", {"heads": 64},
              profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),) + HEAD_DIM_CELLS)
@@ -410,6 +411,7 @@ class QuantAndCacheSpec(OpSpec):
     outputs = ("kv_cache",)
     output_dtypes = {"kv_cache": torch.uint8}
     token_args = ("k", "slot_mapping")
+    written_args = ("kv_cache",)
     case_params = {"scale_fmt": None, "data": "random", "slots": "scattered",
                    "block_size": BLOCK_SIZE, "head_dim": HEAD_DIM}
     """``slots``: ``scattered`` (one token in eight unused, -1, anywhere) or ``runs`` (the first
@@ -486,6 +488,7 @@ class MqaLogitsSpec(OpSpec):
     """``sparse_rows``: one sequence with exactly ``context`` cached keys, of whose query rows only
     the first and last two see keys (the others' windows are empty, every logit -inf): a logits
     tensor past 2^31 elements whose float64 truth stays a few rows (SPARSE_TRUTH_FROM)."""
+    layout_probe = (3, (("heads", 4), ("seqs", 2), ("context", 100)))
     input_space = InputSpace(VALUE_CELLS + (
         Cell("sizes", "<= 64 query rows", "small prefill chunks", {"tokens": between(1, 64)}),
         Cell("sizes", "> 64 query rows", "prefill chunks of hundreds to 16384 queries",
@@ -622,6 +625,8 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
     signature = contract("q", "kv_cache", "weights", "context_lens", "block_tables",
                          "max_model_len")
     token_args = ()
+    contiguous_args = ("kv_cache",)
+    layout_probe = (3, (("heads", 4), ("context", 200)))
     case_params = {"heads": HEADS, "next_n": 1, "batch": 0, "context": 2048, "shuffled": True,
                    "capacity": False, "data": "random", "empty_requests": 0,
                    "shared_prefix": False, "far_blocks": False, "block_size": BLOCK_SIZE,

@@ -402,8 +402,9 @@ def _quantize_k_call(k, scale_fmt) -> Launch | None:
           batch_invariant=True)
 def fp8_quantize_q(q, weights, softmax_scale):
     launch = _quantize_q_call(q, weights, softmax_scale)
-    values = torch.empty_like(q, dtype=validate.FP8)
-    w_out = torch.empty_like(weights)
+    # packed outputs, whatever the inputs' strides: the kernel writes them flat
+    values = torch.empty(q.shape, dtype=validate.FP8, device=q.device)
+    w_out = torch.empty(weights.shape, dtype=weights.dtype, device=weights.device)
     if launch is not None:
         launch(q.contiguous(), weights.contiguous(), values, w_out)
     return values, w_out
@@ -434,7 +435,7 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale
     launch, explain = _quant_call(k, kv_cache, slot_mapping, int(quant_block_size), scale_fmt)
     if launch is not None:
         words, slot = deferred.claim(k.device, explain)
-        launch(k.contiguous(), kv_cache, slot_mapping, words, slot)
+        launch(k.contiguous(), kv_cache, slot_mapping.contiguous(), words, slot)
         deferred.launched(words, slot, explain)
 
 
@@ -463,7 +464,8 @@ def _mqa(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, exact: bool, plan: LaunchPl
         k, k_scale = kv
         words, slot = deferred.claim(q.device, explain)
         launch(q.contiguous(), k.contiguous(), k_scale.contiguous(),  # the kernel reads it flat
-               weights.contiguous(), cu_seqlen_ks, cu_seqlen_ke, out, words, slot)
+               weights.contiguous(), cu_seqlen_ks.contiguous(), cu_seqlen_ke.contiguous(), out,
+               words, slot)
         deferred.launched(words, slot, explain)
     return out
 
@@ -579,6 +581,10 @@ def _slot_errors(n_slots: int):
 
 def _paged(q, kv_cache, weights, context_lens, block_tables, max_model_len, exact: bool,
            plan: LaunchPlan):
+    # the kernel reads the lengths and each table row at unit stride (rows may be any stride apart)
+    context_lens = context_lens.contiguous()
+    if block_tables.stride(-1) != 1:
+        block_tables = block_tables.contiguous()
     out_shape, launch, explain = _paged_call(q, kv_cache, weights, context_lens, block_tables,
                                              int(max_model_len), exact, plan)
     out = torch.empty(out_shape, dtype=torch.float32, device=q.device)

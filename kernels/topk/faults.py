@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from harness.core.detectors import LAYOUTS
 from harness.core.faults import SeededFaults
 from kernels.topk.probes import TOPK_CHECKS, TOPK_PAST_2_31
 from harness.core.registry import Implementation
@@ -228,3 +229,40 @@ def last_column_dropped_at_full_width(threshold: int) -> Implementation:
         view = _rows(logits, num_rows, stride0, stride1)
         _select_from_zero(view, ends, indices, top_k)
     return _impl("top_k_per_row_decode", "fault-last-column-dropped-at-full-width", decode)
+
+
+@FAULTS.seed("rows_at_packed_width", "top_k_per_row_prefill", "strided input read as packed",
+             LAYOUTS)
+def rows_at_packed_width(threshold: int) -> Implementation:
+    """Steps from row to row by the logits' width (``logits.shape[1]``) instead of ``stride0``:
+    right on packed logits, another row's (or the padding's) values on rows with padded strides."""
+    def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+        view = _rows(logits, num_rows, logits.shape[1] * stride1, stride1)
+        ref.select_into(view, row_starts[:num_rows], row_ends[:num_rows], indices, int(top_k))
+    return _impl("top_k_per_row_prefill", "fault-rows-at-packed-width", prefill)
+
+
+@FAULTS.seed("columns_assumed_unit_stride", "top_k_per_row_decode", "stride1 ignored", LAYOUTS)
+def columns_assumed_unit_stride(threshold: int) -> Implementation:
+    """Honours ``stride0`` but reads a row's columns one element apart, whatever ``stride1``
+    says: only logits stored column-major (a transposed view) show it."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
+        _select_from_zero(_rows(logits, num_rows, stride0, 1), ends, indices, top_k)
+    return _impl("top_k_per_row_decode", "fault-columns-assumed-unit-stride", decode)
+
+
+@FAULTS.seed("logits_padding_as_scratch", "top_k_per_row_decode",
+             "write into the parent buffer's padding", LAYOUTS)
+def logits_padding_as_scratch(threshold: int) -> Implementation:
+    """Right indices, but where logits rows are padded (stride0 past the row's width) it marks
+    each finished row by writing -inf into the first padding column: memory outside the
+    logits view it was given (issue 63: NaN in the hidden columns of strided logits read good)."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        ref.top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
+                                 top_k)
+        width = logits.shape[1]
+        if stride1 == 1 and stride0 > width:
+            logits.as_strided((int(num_rows), 1), (stride0, 1),
+                              logits.storage_offset() + width).fill_(float("-inf"))
+    return _impl("top_k_per_row_decode", "fault-logits-padding-as-scratch", decode)

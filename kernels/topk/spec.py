@@ -213,6 +213,8 @@ class _TopKSpec(OpSpec):
     case_params = {"top_k": 512, "context": 4096, "pad": 0, "data": "random", "clean": True,
                    "strided": False}
 
+    written_args = ("indices",)
+
     def case_elements(self, case: Case) -> int | None:
         rows = self.rows(case)
         return rows * max(self.param(case, "context"), 1) if rows else None
@@ -232,6 +234,11 @@ class _TopKSpec(OpSpec):
         return {**head, "indices": buf, "num_rows": case.tokens,
                 "stride0": head["logits"].stride(0), "stride1": head["logits"].stride(1),
                 "top_k": k}
+
+    def after_layout(self, inputs: dict) -> dict:
+        """The call's strides are the laid-out logits' own."""
+        return {**inputs, "stride0": inputs["logits"].stride(0),
+                "stride1": inputs["logits"].stride(1)}
 
     def prepare(self, inputs: dict) -> dict:
         return {**inputs, "indices": fresh_copy(inputs["indices"])}
@@ -275,6 +282,7 @@ class TopKPrefillSpec(_TopKSpec):
                          "stride1", "top_k")
     token_args = ("logits", "row_starts", "row_ends")
     case_params = {**_TopKSpec.case_params, "seqs": 1}
+    layout_probe = (3, (("top_k", 16), ("context", 60), ("seqs", 2)))
     input_space = InputSpace(_value_cells() + _ROW_SIZES + (
         Cell("sizes", "> 2048 rows", "a prefill chunk of thousands of query rows",
              {"tokens": at_least(2049)}, profiles=GPU_PROFILES,
@@ -308,6 +316,7 @@ class TopKDecodeSpec(_TopKSpec):
     signature = contract("logits", "next_n", "seq_lens", "indices", "num_rows", "stride0",
                          "stride1", "top_k")
     token_args = ("logits",)
+    layout_probe = (4, (("top_k", 16), ("context", 60), ("next_n", 2)))
     case_params = {**_TopKSpec.case_params, "next_n": 1, "batch": 0, "padded_requests": 0,
                    "seq_lens_2d": False, "full_rows": False}
     input_space = InputSpace(_value_cells() + _ROW_SIZES + (
