@@ -54,8 +54,7 @@ def test_step_selects_reference_topk(impl, data, mix, device, record):
 
 
 @pytest.mark.parametrize("impl", _step_impls())
-@pytest.mark.parametrize("head_dim", [128, 64])
-@pytest.mark.parametrize("block_size", [1, 16])
+@pytest.mark.parametrize("block_size,head_dim", [(1, 128), (16, 64)])
 def test_step_at_other_block_sizes_and_head_dims(impl, block_size, head_dim, device, record):
     """The step with its cache in blocks of 1 (ROCm's) and 16 slots, at head dims 128 and 64:
     each implementation's paged reader reads what its own K-cache writer wrote."""

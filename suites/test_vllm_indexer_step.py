@@ -131,8 +131,7 @@ def test_replay_pr42810_global_prefill_topk_is_flagged(installed, tmp_path, devi
     assert _judge(installed, _step((0, 1, 0, 40, 3), device), aiter_prefill_topk=True)["passed"]
 
 
-@pytest.mark.parametrize("head_dim", [128, 64])
-@pytest.mark.parametrize("block_size", [1, 16, 48])
+@pytest.mark.parametrize("block_size,head_dim", [(1, 64), (16, 128), (48, 64)])
 def test_vllm_indexer_prefill_at_rocm_block_sizes(installed, block_size, head_dim, record,
                                                  device):
     """Prefill only, at the block sizes vLLM's ROCm indexer backend accepts (1, multiples of
