@@ -21,6 +21,8 @@ INPUTS_UNCHANGED = Detector("inputs_unchanged", "inputs or the guard rows past t
 DETERMINISM = Detector("determinism", "runs on the same inputs that differ (a race)")
 DISPATCH_THRESHOLDS = Detector("dispatch_thresholds", "wrong results past a dispatch threshold")
 CUDA_GRAPH = Detector("cuda_graph", "capture failures and stale values in CUDA-graph replays")
+CALL_SEQUENCE = Detector("call_sequence", "state kept from one call to the next (plans, caches, "
+                         "first-call values, dirty outputs) in runs of eager calls")
 
 BUILT_IN = (PRECISION_GROWTH, BATCH_INVARIANCE, POISONED_OUTPUTS, CONFIG_INVARIANCE,
-            INPUTS_UNCHANGED, DETERMINISM, DISPATCH_THRESHOLDS, CUDA_GRAPH)
+            INPUTS_UNCHANGED, DETERMINISM, DISPATCH_THRESHOLDS, CUDA_GRAPH, CALL_SEQUENCE)
