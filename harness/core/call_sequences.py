@@ -41,10 +41,10 @@ def names(orders: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(b if not orders else f"{b}-{o}" for b in BUFFERS for o in (orders or (None,)))
 
 
-def parse(op: str, value: str, orders: tuple[str, ...]) -> tuple[str, tuple[Step, ...]]:
-    """The buffers and steps of ``value``; a value the op does not take is an error naming those
-    it takes. ``one`` runs the op's first refilled sequence (what a per-case check of a single
-    case means by a call sequence)."""
+def parse(op: str, value: str, orders: tuple[str, ...]) -> tuple[str, str, tuple[Step, ...]]:
+    """The run ``value`` names (``one``: the op's first refilled run, what a per-case check of
+    a single case means by a call sequence), its buffers and its steps; a value the op does not
+    take is an error naming those it takes."""
     known = names(orders)
     if value == ONE:
         value = next(n for n in known if n.startswith("refilled"))
@@ -53,7 +53,7 @@ def parse(op: str, value: str, orders: tuple[str, ...]) -> tuple[str, tuple[Step
                          "(harness.core.call_sequences)")
     buffers, _, order = value.partition("-")
     lengths = ORDERS[order] if order else UNORDERED
-    return buffers, tuple(Step(i, length, length == "short" if order else i == 1)
+    return value, buffers, tuple(Step(i, length, length == "short" if order else i == 1)
                           for i, length in enumerate(lengths))
 
 

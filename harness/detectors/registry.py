@@ -42,8 +42,8 @@ RUNNERS.add(d.DETERMINISM.name, lambda spec, impl, prof, base: determinism.check
 RUNNERS.add(d.DISPATCH_THRESHOLDS.name, dispatch_thresholds.check)
 RUNNERS.add(d.CUDA_GRAPH.name, lambda spec, impl, prof, base: cuda_graph.check(
     spec, impl, base.with_tokens(64)))
-CALL_SEQUENCE_TOKENS = 8
-RUNNERS.add(d.CALL_SEQUENCE.name, lambda spec, impl, prof, base: call_sequence.check_every_sequence(
+CALL_SEQUENCE_TOKENS = 4
+RUNNERS.add(d.CALL_SEQUENCE.name, lambda spec, impl, prof, base: call_sequence.check_refilled(
     spec, impl, spec.small_case(base.with_tokens(CALL_SEQUENCE_TOKENS))))
 
 PER_CASE: Registry[Callable[[OpSpec, Implementation, Case], Finding]] = Registry(
