@@ -277,3 +277,19 @@ def histogram_stale_after_short_row(threshold: int) -> Implementation:
                 indices[r, :len(chosen)] = chosen
             last_long, stale = row, None
     return _impl("top_k_per_row_decode", "fault-histogram-stale-after-short-row", decode)
+
+
+@FAULTS.seed("first_call_longest_window_kept", "top_k_per_row_decode", "value of the first call",
+             CALL_SEQUENCE)
+def first_call_longest_window_kept(threshold: int) -> Implementation:
+    """Sizes its select by the longest window of its first call (a bound read on the host at
+    warm-up and kept) and clamps every later window to it: right while contexts only shrink,
+    it drops keys as soon as a call's contexts are longer than the first call's."""
+    first: dict = {}
+
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
+        bound = first.setdefault("longest", int(ends.max()) if len(ends) else 0)
+        view = _rows(logits, num_rows, stride0, stride1)
+        _select_from_zero(view, ends.clamp_max(bound), indices, top_k)
+    return _impl("top_k_per_row_decode", "fault-first-call-longest-window-kept", decode)
