@@ -117,7 +117,7 @@ class Judge:
             failures += [Failure(case, self.impl.name, check, rows,
                                  {"inputs": inputs, "reference": ref, "outputs": ev.outputs,
                                   "runs": self.runs}) for check, rows in by_check.items()]
-        for name in self._detectors(case):
+        for name in self._detectors(case, single_call_failed=bool(failures)):
             finding = self._guarded(name, case, lambda n=name: per_case_check(n)(
                 self.spec, self.impl, case))
             if isinstance(finding, Failure):
@@ -129,10 +129,12 @@ class Judge:
                 failures.append(Failure(case, self.impl.name, name, rows))
         return failures
 
-    def _detectors(self, case: Case) -> tuple[str, ...]:
+    def _detectors(self, case: Case, single_call_failed: bool) -> tuple[str, ...]:
         """The judge's detectors, and the call-sequence one where the drawn case is a run of
-        calls (``calls``: harness.core.call_sequences)."""
-        if case.param(call_sequences.PARAM, call_sequences.ONE) == call_sequences.ONE:
+        calls (``calls``: harness.core.call_sequences) whose single call passed (a wrong first
+        call is the evaluation's finding: shrinking keeps to it)."""
+        drawn = case.param(call_sequences.PARAM, call_sequences.ONE)
+        if drawn == call_sequences.ONE or single_call_failed:
             return self.detectors
         return tuple(dict.fromkeys(self.detectors + (CALL_SEQUENCE.name,)))
 
