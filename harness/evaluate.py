@@ -187,6 +187,17 @@ def _run_again(spec, impl, case, inputs, first, run, knobs) -> list[dict]:
     return compare_runs(spec, case, impl.name, first, later, run)
 
 
+@dataclasses.dataclass(frozen=True)
+class Refilled:
+    """Buffers a decode loop keeps from call to call (harness.detectors.call_sequence): the
+    call's arguments, used as they are (no fresh copies: the same addresses every call), the
+    guard rows after its token arguments, and the arguments the op writes in place (outputs,
+    not inputs: they keep what the previous call left)."""
+    call: dict
+    guards: dict
+    written: tuple[str, ...]
+
+
 def _refusal_row(case: Case, impl: Implementation, check: str, exc: Exception,
                  broken: dict[str, list[str]]) -> dict:
     """An implementation that declares what its inputs must be (harness.core.layouts) raised on
@@ -204,10 +215,11 @@ def _refusal_row(case: Case, impl: Implementation, check: str, exc: Exception,
 
 def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None = None,
              ref: dict | None = None, check: str = "accuracy", runs: int = 1,
-             **knobs: Any) -> Evaluation:
+             buffers: Refilled | None = None, **knobs: Any) -> Evaluation:
     """Outputs of ``impl`` on ``case`` and one comparison row per output; with ``runs`` > 1,
     the later runs on the same inputs must reproduce the first bitwise (one determinism row
-    per output and run, see harness.detectors.determinism).
+    per output and run, see harness.detectors.determinism). ``buffers``: call on these
+    (``inputs`` is then ``buffers.call``) instead of fresh copies with guard rows of its own.
 
     A contract violation by the implementation (wrong number of outputs, shapes, dtypes) is a
     failed comparison, not a crash: the harness reports it like any other wrong answer.
@@ -215,13 +227,21 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
     inputs = spec.make_inputs(case) if inputs is None else inputs
     ref = spec.reference(inputs) if ref is None else ref
     spec.check_reference(ref)
-    inputs = layouts.lay_out(spec, case, inputs)
-    parents = layouts.parent_guards(inputs, spec.written_args)
-    inputs, guards = with_guard_rows(spec, inputs)
-    before = {name: t.detach().clone() for name, t in tensors_of(inputs).items()}
+    if buffers is None:
+        inputs = layouts.lay_out(spec, case, inputs)
+        parents = layouts.parent_guards(inputs, spec.written_args)
+        inputs, guards = with_guard_rows(spec, inputs)
+        written: tuple[str, ...] = ()
+    elif runs > 1:
+        raise ValueError("refilled buffers are called once each: their outputs change them")
+    else:
+        parents = []
+        guards, written = buffers.guards, buffers.written
+    read = {name: value for name, value in inputs.items() if name not in written}
+    before = {name: t.detach().clone() for name, t in tensors_of(read).items()}
     broken = layouts.unmet(impl, inputs, spec.written_args)
     try:
-        call = spec.prepare(inputs)
+        call = spec.prepare(inputs) if buffers is None else buffers.call
         outputs = _launch(spec, impl, call, **knobs)
     except ContractViolation as exc:
         rows = [result_row(case, impl.name, check, "*", passed=False, detail=str(exc))]
@@ -261,13 +281,13 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
                                       "their parent buffers: " + "; ".join(outside)))
         for parent in parents:
             parent.restore()
-    changed = inputs_changed(before, inputs)
+    changed = inputs_changed(before, read)
     if changed:
         rows.append(result_row(case, impl.name, check, "inputs", passed=False,
                                detail="the implementation wrote into its inputs: "
                                       + ", ".join(changed)))
         for name, saved in before.items():  # later checks on these inputs see them as generated
-            target = tensors_of(inputs).get(name)
+            target = tensors_of(read).get(name)
             if target is not None:
                 target.copy_(saved)
     for run in range(2, runs + 1):

@@ -23,6 +23,8 @@ DISPATCH_THRESHOLDS = Detector("dispatch_thresholds", "wrong results past a disp
 CUDA_GRAPH = Detector("cuda_graph", "capture failures and stale values in CUDA-graph replays")
 LAYOUTS = Detector("layouts", "wrong results on, or writes outside, strided, sliced, transposed or "
                    "misaligned input views")
+CALL_SEQUENCE = Detector("call_sequence", "state kept from one call to the next (plans, caches, "
+                         "first-call values, dirty outputs) in runs of eager calls")
 
 BUILT_IN = (PRECISION_GROWTH, BATCH_INVARIANCE, POISONED_OUTPUTS, CONFIG_INVARIANCE,
-            INPUTS_UNCHANGED, DETERMINISM, DISPATCH_THRESHOLDS, CUDA_GRAPH, LAYOUTS)
+            INPUTS_UNCHANGED, DETERMINISM, DISPATCH_THRESHOLDS, CUDA_GRAPH, LAYOUTS, CALL_SEQUENCE)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from harness.core import deferred, layouts, metrics
+from harness.core import call_sequences, deferred, layouts, metrics
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
 from harness.core.fuzz_space import FuzzSpace
@@ -77,6 +77,29 @@ class OpSpec:
     (harness.core.input_space); the report's coverage table counts the judged cases of each."""
     fuzz_space: FuzzSpace | None = None
     """What ``harness fuzz`` may draw for this op (harness.core.fuzz_space); None: not fuzzed."""
+    call_orders: tuple[str, ...] = ()
+    """The orders of context lengths its call sequences take (harness.core.call_sequences:
+    ``short-first``, ``long-first``); none for ops whose calls carry no lengths."""
+
+    small_params: tuple[tuple[str, Any], ...] = ()
+    """Case parameters that make a case of this op small where its defaults are production
+    sizes (a self-test's call sequences, run through every implementation on the CPU)."""
+
+    def small_case(self, case: Case) -> Case:
+        """``case`` with ``small_params`` where it sets none of its own."""
+        return dataclasses.replace(case, params=tuple({**dict(self.small_params),
+                                                       **dict(case.params)}.items()))
+
+    def call_step(self, case: Case, step: "call_sequences.Step") -> Case:
+        """The case of call ``step`` of a run starting at ``case`` (harness.core.call_sequences):
+        the same shapes with new values and metadata. Default: the next seed. Ops with lengths
+        or padding override it with their own parameters (``step.lengths``, ``step.padded``)."""
+        return dataclasses.replace(case, seed=case.seed + step.index)
+
+    def written_in_place(self, inputs: dict[str, Any]) -> tuple[str, ...]:
+        """The arguments the op writes in place: those ``prepare`` gives fresh copies of."""
+        call = self.prepare(inputs)
+        return tuple(name for name, value in call.items() if value is not inputs.get(name))
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
         """The inputs of ``case``, by argument name."""

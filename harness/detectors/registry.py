@@ -15,8 +15,8 @@ from harness.core.registries import Registry
 from harness.core.registry import Implementation
 from harness.core.results import Finding
 from harness.core.specs import OpSpec
-from harness.detectors import (batch_invariance, config_invariance, cuda_graph, determinism,
-                               dispatch_thresholds, inputs_unchanged, layouts, poison,
+from harness.detectors import (batch_invariance, call_sequence, config_invariance, cuda_graph,
+                               determinism, dispatch_thresholds, inputs_unchanged, layouts, poison,
                                precision_growth, probe_cases)
 from harness.profiles import Profile
 
@@ -42,6 +42,9 @@ RUNNERS.add(d.DISPATCH_THRESHOLDS.name, dispatch_thresholds.check)
 RUNNERS.add(d.CUDA_GRAPH.name, lambda spec, impl, prof, base: cuda_graph.check(
     spec, impl, base.with_tokens(64)))
 RUNNERS.add(d.LAYOUTS.name, lambda spec, impl, prof, base: layouts.check(spec, impl, base))
+CALL_SEQUENCE_TOKENS = 4
+RUNNERS.add(d.CALL_SEQUENCE.name, lambda spec, impl, prof, base: call_sequence.check_refilled(
+    spec, impl, spec.small_case(base.with_tokens(CALL_SEQUENCE_TOKENS))))
 
 PER_CASE: Registry[Callable[[OpSpec, Implementation, Case], Finding]] = Registry(
     "per-case detector")
@@ -51,6 +54,7 @@ PER_CASE.add(d.BATCH_INVARIANCE.name, batch_invariance.check)
 PER_CASE.add(d.POISONED_OUTPUTS.name, poison.check)
 PER_CASE.add(d.CONFIG_INVARIANCE.name, config_invariance.check)
 PER_CASE.add(d.CUDA_GRAPH.name, cuda_graph.check)
+PER_CASE.add(d.CALL_SEQUENCE.name, call_sequence.check)
 
 if set(RUNNERS.names()) != {det.name for det in d.BUILT_IN}:
     raise RuntimeError("every built-in detector of harness.core.detectors needs a runner here")

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 
 from harness import families
+from harness.core import call_sequences
 from harness.core.cases import Case
+from harness.core.detectors import CALL_SEQUENCE
 from harness.core.errors import out_of_memory_errors
 from harness.core.registry import Implementation
 from harness.core.results import result_row
@@ -115,7 +117,7 @@ class Judge:
             failures += [Failure(case, self.impl.name, check, rows,
                                  {"inputs": inputs, "reference": ref, "outputs": ev.outputs,
                                   "runs": self.runs}) for check, rows in by_check.items()]
-        for name in self.detectors:
+        for name in self._detectors(case, single_call_failed=bool(failures)):
             finding = self._guarded(name, case, lambda n=name: per_case_check(n)(
                 self.spec, self.impl, case))
             if isinstance(finding, Failure):
@@ -126,6 +128,15 @@ class Judge:
                                detail=finding.message)]
                 failures.append(Failure(case, self.impl.name, name, rows))
         return failures
+
+    def _detectors(self, case: Case, single_call_failed: bool) -> tuple[str, ...]:
+        """The judge's detectors, and the call-sequence one where the drawn case is a run of
+        calls (``calls``: harness.core.call_sequences) whose single call passed (a wrong first
+        call is the evaluation's finding: shrinking keeps to it)."""
+        drawn = case.param(call_sequences.PARAM, call_sequences.ONE)
+        if drawn == call_sequences.ONE or single_call_failed:
+            return self.detectors
+        return tuple(dict.fromkeys(self.detectors + (CALL_SEQUENCE.name,)))
 
     def _guarded(self, check: str, case: Case, call):
         """``call()``, or the exception the implementation raised as a failure of ``check``."""

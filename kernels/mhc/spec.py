@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from harness.core import call_sequences
 from harness.core.cases import Case, generator
 from harness.core.fuzz_space import Choice, FuzzSpace, Sizes
 from harness.core.input_space import GPU_PROFILES, Cell, InputSpace, at_least, between
@@ -25,9 +26,10 @@ EPS = 1e-6
 POST_MULT = 2.0
 SINKHORN_REPEAT = 20
 F64 = torch.float64
-CASE_PARAMS = {"hc_mult": HC_MULT, "data": "random"}
+CASE_PARAMS = {"hc_mult": HC_MULT, "data": "random", "calls": call_sequences.ONE}
 """``hc_mult``: m, the number of hidden streams (DeepSeek-V4: 4); ``data``: a key of
-DISTRIBUTIONS. Tokens are T, ``hidden`` is H."""
+DISTRIBUTIONS; ``calls``: a run of calls with new values (harness.core.call_sequences). Tokens
+are T, ``hidden`` is H."""
 
 
 def _rng(case: Case, salt: int) -> torch.Generator:
@@ -114,13 +116,14 @@ INPUT_SPACE = InputSpace(tuple(
                                      and h not in PRODUCTION_HIDDEN}),
     Cell("sizes", "H not a multiple of 128", "a partial column tile",
          {"hidden": lambda h: h is not None and h % 128 != 0}),
-))
+) + call_sequences.cells())
 """The cells every mHC op is judged on."""
 
 FUZZ_SPACE = FuzzSpace({
     "tokens": Sizes(1, 65536, edges=(1, 2, 127, 128, 129, 1023, 1025, 4095, 4097, 8193, 32768)),
     "hidden": Sizes(1, 8192, edges=(64, 127, 128, 129, 200, 2048, 2049, 4096, 7168)),
     "data": Choice(tuple(DISTRIBUTIONS)),
+    "calls": Choice((call_sequences.ONE,) + call_sequences.names()),
 }, shrink_to_fit=("tokens", "hidden"))
 """What the fuzzer draws for every mHC op: any T and H, any stream distribution."""
 

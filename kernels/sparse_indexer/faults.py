@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.faults import SeededFaults
-from harness.core.detectors import CUDA_GRAPH, LAYOUTS
+from harness.core.detectors import CALL_SEQUENCE, CUDA_GRAPH, LAYOUTS
 from harness.core.layouts import as_aligned_down, as_packed
 from kernels.sparse_indexer.probes import (INDEXER_CHECKS, INDEXER_STEP, OUTPUTS_PAST_2_31,
                                            PAGED_FAR_BLOCKS)
@@ -356,3 +356,38 @@ def k_loads_from_aligned_base(threshold: int) -> Implementation:
     def quantize_k(k, scale_fmt=None):
         return ref.fp8_quantize_k(as_aligned_down(k), scale_fmt)
     return _impl("fp8_quantize_k", "fault-k-loads-from-aligned-base", quantize_k)
+
+
+@FAULTS.seed("plan_cached_on_buffer_addresses", "fp8_paged_mqa_logits", "stale metadata",
+             CALL_SEQUENCE)
+def plan_cached_on_buffer_addresses(threshold: int) -> Implementation:
+    """Builds its per-request plan (context lengths and block tables, read on the host) once per
+    input buffers, keyed on their addresses and shapes: right for every call on new buffers,
+    stale as soon as a decode loop refills the same buffers with the next step's lengths and
+    tables (the key misses the values, as vLLM PR 42982's review warned of its metadata cache)."""
+    plans: dict = {}
+
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        key = (context_lens.data_ptr(), block_tables.data_ptr(), tuple(context_lens.shape),
+               tuple(block_tables.shape))
+        if key not in plans:
+            plans[key] = (context_lens.clone(), block_tables.clone())
+        lens, tables = plans[key]
+        return ref.fp8_paged_mqa_logits(q, kv_cache, weights, lens, tables, max_model_len)
+    return _impl("fp8_paged_mqa_logits", "fault-plan-cached-on-buffer-addresses", paged)
+
+
+@FAULTS.seed("first_call_slots_reused", "indexer_k_quant_and_cache", "stale metadata",
+             CALL_SEQUENCE)
+def first_call_slots_reused(threshold: int) -> Implementation:
+    """Resolves slot_mapping into cache positions on its first call and writes every later
+    call's tokens to those positions (a mapping computed at warm-up and kept): the second
+    step's tokens land in the first step's slots."""
+    first: dict = {}
+
+    def write(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
+        kept = first.setdefault("slots", slot_mapping.clone())
+        n = min(len(kept), len(slot_mapping))
+        slots = torch.cat([kept[:n], slot_mapping[n:]])
+        ref.indexer_k_quant_and_cache(k, kv_cache, slots, quant_block_size, scale_fmt)
+    return _impl("indexer_k_quant_and_cache", "fault-first-call-slots-reused", write)

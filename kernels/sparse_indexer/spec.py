@@ -32,9 +32,13 @@ Comparisons:
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from kernels.topk.batches import decode_seq_lens, ragged_prefill
+from harness.core import call_sequences
+from harness.core.call_sequences import Step
 from harness.core.cases import Case, generator
 from harness.core.errors import ContractViolation
 from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, context_holds_drafts, flag
@@ -317,6 +321,29 @@ FUZZ_HEAD_DIM = Choice(tuple(sorted(HEAD_DIMS, key=lambda d: d != HEAD_DIM)))
 """The contract's block size and DeepSeek-V3.2's head dim first: the values a shrunk case keeps."""
 
 
+ONE = call_sequences.ONE
+CALLS = Choice((ONE,) + call_sequences.names())
+ORDERS = ("short-first", "long-first")
+PADDED_ZERO = ("the second call's K and Q tokens every fourth one zero, as a graph batch's "
+               "padding tokens")
+LENGTHS = ("random", "long", "short")
+"""``lengths`` of the logits ops: ``random`` (the batch layouts), ``long`` (every context at
+least half the budget), ``short`` (every context at most one block); with long or short the
+key arrays keep one size whatever the lengths, as a run of calls needs."""
+
+
+def _with(case: Case, **params) -> Case:
+    return dataclasses.replace(case, params=tuple({**dict(case.params), **params}.items()))
+
+
+def _lengths(spec: OpSpec, case: Case) -> str:
+    lengths = spec.param(case, "lengths")
+    if lengths not in LENGTHS:
+        raise ValueError(f"{case.id}: unknown lengths {lengths!r}; choose one of "
+                         f"{', '.join(LENGTHS)}")
+    return lengths
+
+
 def _logits_x_heads(values: dict) -> int:
     """The work of a logits case: every logit sums ``heads`` dot products."""
     return values["tokens"] * values["context"] * values["heads"]
@@ -334,10 +361,16 @@ class QuantizeKSpec(OpSpec):
     outputs = ("values", "scale")
     output_dtypes = {"values": FP8, "scale": torch.float32}
     token_args = ("k",)
-    case_params = {"scale_fmt": None, "data": "random", "head_dim": HEAD_DIM}
-    input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (UE8M0,) + HEAD_DIM_CELLS)
+    case_params = {"scale_fmt": None, "data": "random", "head_dim": HEAD_DIM, "calls": ONE}
+    input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (UE8M0,) + HEAD_DIM_CELLS
+                             + call_sequences.cells(padding=PADDED_ZERO))
     fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "scale_fmt": Choice((None, "ue8m0")),
-                            "data": FUZZ_DATA, "head_dim": FUZZ_HEAD_DIM})
+                            "data": FUZZ_DATA, "head_dim": FUZZ_HEAD_DIM, "calls": CALLS})
+
+    def call_step(self, case: Case, step: Step) -> Case:
+        """The padded call's tokens are ``zero-tokens`` (padding rows of a graph batch)."""
+        case = super().call_step(case, step)
+        return _with(case, data="zero-tokens") if step.padded else case
 
     def _make_inputs(self, case: Case) -> dict:
         k = _activations(case, 1, case.tokens, self.param(case, "head_dim"))
@@ -364,13 +397,15 @@ class QuantizeQSpec(QuantizeKSpec):
     outputs = ("values", "weights")
     output_dtypes = {"values": FP8, "weights": torch.float32}
     token_args = ("q", "weights")
-    case_params = {"heads": HEADS, "data": "random", "head_dim": HEAD_DIM}
+    case_params = {"heads": HEADS, "data": "random", "head_dim": HEAD_DIM, "calls": ONE}
     layout_probe = (3, (("heads", 4),))
+    small_params = (("heads", 4),)
     input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
         Cell("sizes", "64 heads", "DeepSeek-V3.2's indexer heads", {"heads": 64},
-             profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),) + HEAD_DIM_CELLS)
+             profiles=GPU_PROFILES, elsewhere="the CPU profile runs 4 heads"),) + HEAD_DIM_CELLS
+        + call_sequences.cells(padding=PADDED_ZERO))
     fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "heads": FUZZ_HEADS, "data": FUZZ_DATA,
-                            "head_dim": FUZZ_HEAD_DIM})
+                            "head_dim": FUZZ_HEAD_DIM, "calls": CALLS})
 
     def case_elements(self, case: Case) -> int | None:
         return (case.tokens * self.param(case, "heads") * self.param(case, "head_dim")
@@ -413,17 +448,26 @@ class QuantAndCacheSpec(OpSpec):
     token_args = ("k", "slot_mapping")
     written_args = ("kv_cache",)
     case_params = {"scale_fmt": None, "data": "random", "slots": "scattered",
-                   "block_size": BLOCK_SIZE, "head_dim": HEAD_DIM}
+                   "block_size": BLOCK_SIZE, "head_dim": HEAD_DIM, "calls": ONE}
     """``slots``: ``scattered`` (one token in eight unused, -1, anywhere) or ``runs`` (the first
     and last quarter of the batch -1: the padding tokens of a graph batch write nothing)."""
     input_space = InputSpace(VALUE_CELLS + QUANT_SIZES + (
         UE8M0,
         Cell("metadata", "-1 runs", "the first and last quarter of slot_mapping -1 (graph "
              "padding)", {"slots": "runs"}),
-    ) + BLOCK_SIZE_CELLS + HEAD_DIM_CELLS)
+    ) + BLOCK_SIZE_CELLS + HEAD_DIM_CELLS + call_sequences.cells(
+        padding="the second call's first and last quarter of slot_mapping -1 (tokens that "
+        "wrote in the first call are padding)",
+        dirty="the cache keeps what the previous calls wrote, and the reference starts there",
+        reshuffled="slot_mapping redrawn every call"))
     fuzz_space = FuzzSpace({"tokens": FUZZ_TOKENS, "scale_fmt": Choice((None, "ue8m0")),
                             "data": FUZZ_DATA, "slots": Choice(("scattered", "runs")),
-                            "block_size": FUZZ_BLOCK_SIZE, "head_dim": FUZZ_HEAD_DIM})
+                            "block_size": FUZZ_BLOCK_SIZE, "head_dim": FUZZ_HEAD_DIM,
+                            "calls": CALLS})
+
+    def call_step(self, case: Case, step: Step) -> Case:
+        case = super().call_step(case, step)
+        return _with(case, slots="runs") if step.padded else case
     reference_extras = ref.KV_LAYOUTS
     """The cache as each layout an implementation may declare (``kv_layout``) writes it."""
 
@@ -484,7 +528,10 @@ class MqaLogitsSpec(OpSpec):
     output_dtypes = {"logits": torch.float32}
     token_args = ("q", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
     case_params = {"heads": HEADS, "seqs": 1, "context": 1024, "data": "random",
-                   "head_dim": HEAD_DIM, "sparse_rows": False}
+                   "head_dim": HEAD_DIM, "sparse_rows": False, "lengths": "random",
+                   "calls": ONE}
+    call_orders = ORDERS
+    small_params = (("heads", 4), ("context", 300))
     """``sparse_rows``: one sequence with exactly ``context`` cached keys, of whose query rows only
     the first and last two see keys (the others' windows are empty, every logit -inf): a logits
     tensor past 2^31 elements whose float64 truth stays a few rows (SPARSE_TRUTH_FROM)."""
@@ -504,13 +551,17 @@ class MqaLogitsSpec(OpSpec):
              where=lambda v: (v.get("tokens") or 0) * (v.get("context", 0) + (v.get("tokens") or 0))
              > 2 ** 31 and v.get("sparse_rows"), profiles=NIGHTLY_PROFILES,
              elsewhere=OUTPUT_PAST_2_31_ELSEWHERE),
-    ) + HEAD_DIM_CELLS)
+    ) + HEAD_DIM_CELLS + call_sequences.cells(ORDERS))
     fuzz_space = FuzzSpace({"tokens": Sizes(1, 16384, edges=(1, 2, 63, 64, 65, 129, 16384)),
                             "heads": FUZZ_HEADS, "seqs": Sizes(1, 8), "context": FUZZ_CONTEXT,
                             "data": FUZZ_DATA, "head_dim": FUZZ_HEAD_DIM,
-                            "sparse_rows": flag(on_cpu=False)},
+                            "sparse_rows": flag(on_cpu=False), "lengths": Choice(LENGTHS),
+                            "calls": Choice((ONE,) + call_sequences.names(ORDERS))},
                            shrink_to_fit=("tokens", "context"),
                            cost=_logits_x_heads)
+
+    def call_step(self, case: Case, step: Step) -> Case:
+        return _with(super().call_step(case, step), lengths=step.lengths)
 
     def case_elements(self, case: Case) -> int | None:
         """Query rows x context: the logits (and a torch implementation's per-head scores,
@@ -528,9 +579,13 @@ class MqaLogitsSpec(OpSpec):
         if self.param(case, "sparse_rows"):
             starts, ends, num_keys = _sparse_windows(case.tokens, self.param(case, "context"))
         else:
-            batch = ragged_prefill(case.tokens, self.param(case, "seqs"),
-                                   self.param(case, "context"), generator(case, 8))
+            seqs, n, lengths = self.param(case, "seqs"), self.param(case, "context"), _lengths(self, case)
+            budget = n // max(1, min(seqs, case.tokens))
+            contexts = None if lengths == "random" else (budget if lengths == "long" else 0)
+            batch = ragged_prefill(case.tokens, seqs, n, generator(case, 8), contexts)
             starts, ends, num_keys = batch.starts, batch.ends, batch.num_keys
+            if contexts is not None:  # one key array for long and short: the same shapes
+                num_keys = budget * min(seqs, case.tokens) + case.tokens
         k = _activations(case, 10, max(num_keys, 1), d)
         k_fp8, k_scale = ref.quantize_rows(k, None)
         q, w = quantized_q(case, case.tokens, heads, d)
@@ -630,7 +685,8 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
     case_params = {"heads": HEADS, "next_n": 1, "batch": 0, "context": 2048, "shuffled": True,
                    "capacity": False, "data": "random", "empty_requests": 0,
                    "shared_prefix": False, "far_blocks": False, "block_size": BLOCK_SIZE,
-                   "head_dim": HEAD_DIM, "sparse_rows": False}
+                   "head_dim": HEAD_DIM, "sparse_rows": False, "lengths": "random",
+                   "calls": ONE}
     """Beside the prefill ones: ``empty_requests``, the last N requests have no context
     (context_len 0: every logit of theirs -inf); ``shared_prefix``, every request's first blocks
     are request 0's (prefix caching: one physical block in several tables); ``far_blocks``, the
@@ -666,15 +722,22 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
         Cell("metadata", "graph-sized buffers", "cache and tables sized for max_model_len, as a "
              "captured decode graph's", {"capacity": True}, profiles=GPU_PROFILES,
              elsewhere="the CUDA-graph suite builds them; it needs a GPU"),
-    ) + BLOCK_SIZE_CELLS + HEAD_DIM_CELLS)
+    ) + BLOCK_SIZE_CELLS + HEAD_DIM_CELLS + call_sequences.cells(
+        ORDERS, padding="the short calls give half the requests context 0 (requests that had "
+        "keys are padding)", reshuffled="block tables and the blocks' places in the cache "
+        "redrawn every call"))
     replay_params = (("capacity", True),)
+    call_orders = ORDERS
+    small_params = (("heads", 4), ("context", 300))
     fuzz_space = FuzzSpace({"batch": Sizes(1, 16385, edges=(1, 2, 3, 64, 8193, 16385)),
                             "next_n": Sizes(1, 4),
                             "heads": FUZZ_HEADS, "context": FUZZ_CONTEXT, "data": FUZZ_DATA,
                             "shuffled": Choice((True, False)), "capacity": flag(),
                             "empty_requests": Sizes(0, 3), "shared_prefix": flag(),
                             "far_blocks": flag(on_cpu=False), "block_size": FUZZ_BLOCK_SIZE,
-                            "head_dim": FUZZ_HEAD_DIM, "sparse_rows": flag(on_cpu=False)},
+                            "head_dim": FUZZ_HEAD_DIM, "sparse_rows": flag(on_cpu=False),
+                            "lengths": Choice(LENGTHS),
+                            "calls": Choice((ONE,) + call_sequences.names(ORDERS))},
                            requests="batch", shrink_to_fit=("batch", "context"),
                            adjust=_decode_batch, cost=_logits_x_heads)
 
@@ -692,7 +755,7 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
             raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of next_n={next_n}")
         batch, n = case.tokens // next_n, self.param(case, "context")
         g = generator(case, 11)
-        lens = decode_seq_lens(batch, next_n, n, g)
+        lens = decode_seq_lens(batch, next_n, n, g, _lengths(self, case), bs)
         empty = min(self.param(case, "empty_requests"), batch)
         if empty:
             lens[batch - empty:] = 0
@@ -729,6 +792,13 @@ class PagedMqaLogitsSpec(MqaLogitsSpec):
         return {"q": q.view(batch, next_n, heads, d), "kv_cache": cache, "weights": w,
                 "context_lens": lens.to(case.device), "block_tables": tables.to(case.device),
                 "max_model_len": max_blocks * bs}
+
+    def call_step(self, case: Case, step: Step) -> Case:
+        """Half the requests have context 0 in the padded calls, none in the others."""
+        case = super().call_step(case, step)
+        batch = case.tokens // self.param(case, "next_n") or self.param(case, "batch")
+        return _with(case, lengths=step.lengths,
+                     empty_requests=max(1, batch // 2) if step.padded else 0)
 
     def reference(self, inputs):
         q, cache, w = inputs["q"], inputs["kv_cache"], inputs["weights"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.detectors import LAYOUTS
+from harness.core.detectors import CALL_SEQUENCE, LAYOUTS
 from harness.core.faults import SeededFaults
-from kernels.topk.probes import TOPK_CHECKS, TOPK_PAST_2_31
+from kernels.topk.probes import TOPK_CHECKS, TOPK_MIXED_ROWS, TOPK_PAST_2_31
 from harness.core.registry import Implementation
 from kernels.topk import torch as ref
 from kernels.topk.validate import decode_row_ends
@@ -266,3 +266,67 @@ def logits_padding_as_scratch(threshold: int) -> Implementation:
             logits.as_strided((int(num_rows), 1), (stride0, 1),
                               logits.storage_offset() + width).fill_(float("-inf"))
     return _impl("top_k_per_row_decode", "fault-logits-padding-as-scratch", decode)
+
+
+@FAULTS.seed("windows_cached_on_shape", "top_k_per_row_prefill", "stale metadata",
+             CALL_SEQUENCE)
+def windows_cached_on_shape(threshold: int) -> Implementation:
+    """Keeps the rows' windows (row_starts, row_ends) of the first call of each shape, keyed
+    on (num_rows, logits shape, top_k) alone: the next call of that shape selects in the old
+    windows."""
+    windows: dict = {}
+
+    def prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+        key = (int(num_rows), tuple(logits.shape), int(top_k))
+        starts, ends = windows.setdefault(key, (row_starts.clone(), row_ends.clone()))
+        ref.top_k_per_row_prefill(logits, starts, ends, indices, num_rows, stride0, stride1,
+                                  top_k)
+    return _impl("top_k_per_row_prefill", "fault-windows-cached-on-shape", prefill)
+
+
+LONG_ROW = 4096
+"""Rows longer than this take the stateful path of the fault below (the shipped kernel's
+register tile: the cheapest threshold a CPU batch crosses)."""
+
+
+@FAULTS.seed("histogram_stale_after_short_row", "top_k_per_row_decode", "state carried between rows",
+             TOPK_MIXED_ROWS)
+def histogram_stale_after_short_row(threshold: int) -> Implementation:
+    """Rows longer than LONG_ROW find their threshold from a histogram that only the long path
+    clears, after its row: a short row between two long ones leaves the first one's counts in
+    it, so the second long row's threshold is too high and slots of its valid prefix stay -1
+    (the class of vLLM #49139). Batches of only long or only short rows are right."""
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        ref.top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
+                                 top_k)
+        view = _rows(logits, num_rows, stride0, stride1)
+        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
+        k, last_long, stale = int(top_k), None, None
+        for r in range(int(num_rows)):
+            row = view[r, :int(ends[r])]
+            if len(row) <= LONG_ROW:
+                stale = last_long
+                continue
+            if stale is not None:
+                kth = torch.cat([row, stale]).topk(k).values[-1]
+                chosen = torch.nonzero(row >= kth).flatten()[:k].int()
+                indices[r, :k] = -1
+                indices[r, :len(chosen)] = chosen
+            last_long, stale = row, None
+    return _impl("top_k_per_row_decode", "fault-histogram-stale-after-short-row", decode)
+
+
+@FAULTS.seed("first_call_longest_window_kept", "top_k_per_row_decode", "value of the first call",
+             CALL_SEQUENCE)
+def first_call_longest_window_kept(threshold: int) -> Implementation:
+    """Sizes its select by the longest window of its first call (a bound read on the host at
+    warm-up and kept) and clamps every later window to it: right while contexts only shrink,
+    it drops keys as soon as a call's contexts are longer than the first call's."""
+    first: dict = {}
+
+    def decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+        ends = decode_row_ends(seq_lens, int(next_n), int(num_rows))
+        bound = first.setdefault("longest", int(ends.max()) if len(ends) else 0)
+        view = _rows(logits, num_rows, stride0, stride1)
+        _select_from_zero(view, ends.clamp_max(bound), indices, top_k)
+    return _impl("top_k_per_row_decode", "fault-first-call-longest-window-kept", decode)

@@ -35,3 +35,12 @@ TOPK_PAST_2_31 = Probe(
     cases={"top_k_per_row_decode": ((8200, (("top_k", 64), ("context", 262_144), ("next_n", 4),
                                              ("clean", True))),)})
 """8200 rows of 262144 columns (2.15e9 logits, 8.6 GB): GPU only, like its fault."""
+
+TOPK_MIXED_ROWS = Probe(
+    "topk_mixed_rows", "state carried from one row of a batch to the next",
+    passes="batches of rows on both sides of top_k and 4096 columns, in every order, match",
+    cases={op: ((18, (("top_k", 16), ("context", 4224), ("lengths", "straddle"))),)
+           for op in ("top_k_per_row_prefill", "top_k_per_row_decode")})
+"""18 rows at the cheapest crossings of top_k = 16 and 4096 columns (16/17, 4096/4097), long,
+short, long and short, long, short for each pair (76k logits: seconds under the interpreter);
+the 32768 crossing needs 36 rows of 32769 (kernels/topk/batches.py), a GPU run for Triton."""

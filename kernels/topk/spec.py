@@ -26,7 +26,13 @@ context plus its causal prefix: row_starts > 0, lengths from 1 to beyond top_k) 
 - ``full_rows`` (decode): every request's length is ``context``, the logits' whole width;
 - ``clean``: -inf outside each window, else the tails hold values *larger* than any in-window
   logit, so a kernel that reads past a window's end selects them and is caught;
-- ``strided``: logits are a column slice of a wider buffer (stride0 > N).
+- ``strided``: logits are a column slice of a wider buffer (stride0 > N);
+- ``lengths``: ``random`` (the layouts above), or every window ``long``, ``short`` (at most
+  top_k keys) or ``straddle`` (rows on both sides of top_k, 4096 and 32768 columns in every
+  order: ``kernels/topk/batches.py``), each window at a random start of ``context`` columns
+  in prefill;
+- ``calls``: a run of calls with the same shapes (harness.core.call_sequences): short and long
+  contexts in turn, decode requests turned into padding in the short calls.
 
 The op writes into ``indices``, a view inside a sentinel-filled guard buffer: every run gets a
 fresh copy, and cells outside ``indices[:num_rows, :top_k]`` must still hold the sentinel.
@@ -39,7 +45,9 @@ from typing import Callable
 
 import torch
 
-from kernels.topk.batches import decode_seq_lens, ragged_prefill
+from kernels.topk.batches import LENGTHS, decode_seq_lens, ragged_prefill, window_lengths
+from harness.core import call_sequences
+from harness.core.call_sequences import Step
 from harness.core.cases import Case, generator
 from harness.core.fuzz_space import Choice, FuzzSpace, Sizes, context_holds_drafts, flag
 from harness.core.input_space import (GPU_PROFILES, Cell, InputSpace, at_least, between,
@@ -190,6 +198,22 @@ _ROW_SIZES = (
 )
 
 
+_STRADDLE = (
+    Cell("sizes", "rows straddling top_k", "one batch of rows shorter and longer than top_k in "
+         "every order (long, short, long; short, long, short)", {"lengths": "straddle"}),
+    Cell("sizes", "rows straddling 4096", "rows on both sides of 4096 columns in every order: "
+         "the shipped Triton kernel's register tile, past which a row takes the multi-program "
+         "finish (state a long row leaves must not reach the next rows)",
+         {"lengths": "straddle", "context": at_least(4097)}),
+    Cell("sizes", "rows straddling 32768", "rows on both sides of 32768 columns in every order "
+         "(vLLM #49139: a row longer than 32768, a short one, another long one: a stale "
+         "histogram); Triton under the CPU interpreter skips its 36 x 32769 logits",
+         {"lengths": "straddle", "context": at_least(32769)}),
+)
+ORDERS = ("short-first", "long-first")
+DIRTY = "indices keeps the rows the previous call wrote"
+
+
 FUZZ_DATA = tuple(DISTRIBUTIONS) + tuple(f"{name}-nan" for name in DISTRIBUTIONS)
 """Every distribution, then every one with NaN: shrinking goes to ``random``."""
 FUZZ_COMMON = {
@@ -199,6 +223,8 @@ FUZZ_COMMON = {
     "data": Choice(FUZZ_DATA),
     "clean": Choice((True, False)),
     "strided": flag(),
+    "lengths": Choice(LENGTHS),
+    "calls": Choice((call_sequences.ONE,) + call_sequences.names(ORDERS)),
 }
 
 
@@ -211,7 +237,14 @@ class _TopKSpec(OpSpec):
     outputs = ("indices",)
     output_dtypes = {"indices": torch.int32}
     case_params = {"top_k": 512, "context": 4096, "pad": 0, "data": "random", "clean": True,
-                   "strided": False}
+                   "strided": False, "lengths": "random", "calls": call_sequences.ONE}
+    call_orders = ORDERS
+    small_params = (("top_k", 16), ("context", 300))
+
+    def call_step(self, case: Case, step: Step) -> Case:
+        case = super().call_step(case, step)
+        return dataclasses.replace(case, params=tuple(
+            {**dict(case.params), "lengths": step.lengths or self.param(case, "lengths")}.items()))
 
     written_args = ("indices",)
 
@@ -293,16 +326,29 @@ class TopKPrefillSpec(_TopKSpec):
              "window's end (a read past the end selects them)", {"clean": False}),
         Cell("metadata", "strided logits", "logits a column slice of a wider buffer "
              "(stride0 > N)", {"strided": True}),
-    ))
+    ) + _STRADDLE + call_sequences.cells(ORDERS, dirty=DIRTY))
     fuzz_space = FuzzSpace({**FUZZ_COMMON, "tokens": Sizes(1, 8192, edges=(1, 2, 127, 129, 2049)),
                             "seqs": Sizes(1, 8)}, shrink_to_fit=("tokens", "context"))
 
     def _make_inputs(self, case: Case) -> dict:
         rows = case.tokens
+        if self.param(case, "lengths") != "random":
+            return self._windows_of(case, self.param(case, "lengths"))
         batch = ragged_prefill(rows, self.param(case, "seqs"), self.param(case, "context"),
                                generator(case, 2))
         starts, ends, key_start = batch.starts, batch.ends, batch.num_keys
         logits = _logits(self, case, rows, max(key_start, 1), starts, ends)
+        return self._make(case, {"logits": logits, "row_starts": starts.to(case.device),
+                                 "row_ends": ends.to(case.device)})
+
+    def _windows_of(self, case: Case, lengths: str) -> dict:
+        """Windows of ``lengths`` (LENGTHS) at random starts in ``context`` columns: the same
+        shapes whatever the lengths, as a run of calls needs."""
+        n, g = self.param(case, "context"), generator(case, 2)
+        size = window_lengths(lengths, case.tokens, n, self.param(case, "top_k"), g)
+        starts = (torch.rand(case.tokens, generator=g) * (n - size + 1)).long()
+        starts, ends = starts.int(), (starts + size).int()
+        logits = _logits(self, case, case.tokens, n, starts, ends)
         return self._make(case, {"logits": logits, "row_starts": starts.to(case.device),
                                  "row_ends": ends.to(case.device)})
 
@@ -340,7 +386,9 @@ class TopKDecodeSpec(_TopKSpec):
              "window's end", {"clean": False}),
         Cell("metadata", "strided logits", "logits a column slice of a wider buffer",
              {"strided": True}),
-    ))
+    ) + _STRADDLE + call_sequences.cells(
+        ORDERS, padding="the short calls turn half the requests into padding (seq_len 1: rows "
+        "that were valid end at <= 0 when next_n > 1)", dirty=DIRTY))
     fuzz_space = FuzzSpace({**FUZZ_COMMON, "batch": Sizes(1, 2048, edges=(1, 2, 63, 64, 65, 2048)),
                             "next_n": Sizes(1, 4), "padded_requests": Sizes(0, 3),
                             "seq_lens_2d": flag(), "full_rows": flag()},
@@ -357,7 +405,8 @@ class TopKDecodeSpec(_TopKSpec):
             raise ValueError(f"{case.id}: decode rows {case.tokens} must be a multiple of "
                              f"next_n={next_n}")
         batch, n = case.tokens // next_n, self.param(case, "context")
-        seq_lens = decode_seq_lens(batch, next_n, n, generator(case, 3))
+        seq_lens = decode_seq_lens(batch, next_n, n, generator(case, 3),
+                                   self.param(case, "lengths"), self.param(case, "top_k"))
         if self.param(case, "full_rows"):  # the last draft row of each request spans all n
             seq_lens[:] = n
         padded = min(self.param(case, "padded_requests"), batch)
@@ -369,6 +418,13 @@ class TopKDecodeSpec(_TopKSpec):
         logits = _logits(self, case, case.tokens, n, torch.zeros_like(ends), ends)
         return self._make(case, {"logits": logits, "next_n": next_n,
                                  "seq_lens": seq_lens.to(case.device)})
+
+    def call_step(self, case: Case, step: Step) -> Case:
+        """Half the requests are padding (seq_len 1) in the padded calls, none in the others."""
+        case = super().call_step(case, step)
+        batch = self.rows(case) // self.param(case, "next_n")
+        return dataclasses.replace(case, params=tuple({**dict(case.params), "padded_requests":
+                                                       max(1, batch // 2) if step.padded else 0}.items()))
 
     def row_windows(self, inputs):
         ends = decode_row_ends(inputs["seq_lens"], int(inputs["next_n"]), int(inputs["num_rows"]))
