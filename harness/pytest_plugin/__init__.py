@@ -14,6 +14,8 @@ one module per job:
 - :mod:`~harness.pytest_plugin.time_limit`: the per-case time limit (pytest-timeout), per profile;
 - :mod:`~harness.pytest_plugin.in_flight`: the test each process runs, on disk (a crash names
   it), and SIGTERM stopping a run with its report written;
+- :mod:`~harness.pytest_plugin.device_fault`: a test that leaves the CUDA context dead ends its
+  process (a crash of that test) instead of failing every later one;
 - :mod:`~harness.pytest_plugin.durations` and :mod:`harness.cases.saving`: registered with a
   report folder, one writes durations.csv, the other saves failing cases for replay.
 """
@@ -35,4 +37,5 @@ pytest_plugins = [
     "harness.pytest_plugin.progress",
     "harness.pytest_plugin.time_limit",
     "harness.pytest_plugin.in_flight",
+    "harness.pytest_plugin.device_fault",
 ]
