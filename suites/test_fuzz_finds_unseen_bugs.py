@@ -55,12 +55,14 @@ CPU_FAULTS = {
     "global_offsets": "row_starts",
     "stale_instead_of_minus_one": "-1]",
     "decode_window_off_by_one": "next_n 2",
-    "empty_context_sees_first_key": "empty_requests 1",
+    "empty_context_sees_first_key": ("empty_requests 1", "(short contexts)"),
     "window_end_inclusive": "logits",
     "hidden_tail_unwritten_past_2048": "H 2",
     "nan_ranks_highest": "nan",
 }
-"""Faults found within a short deterministic budget on a CPU, and what their shrunk case names."""
+"""Faults found within a short deterministic budget on a CPU, and what their shrunk case names
+(or the names it may take: an empty context is also reached by a drawn call sequence whose short
+step has one, shrunk to T 1)."""
 
 
 @pytest.mark.parametrize("name", sorted(CPU_FAULTS))
@@ -72,7 +74,8 @@ def test_seeded_fault_is_found_and_shrunk(name):
     assert result.found, f"{name}: not found in {result.examples} drawn cases"
     found = next(iter(result.found.values()))
     text = describe(spec, found.failure)
-    assert CPU_FAULTS[name] in text, text
+    expected = CPU_FAULTS[name]
+    assert any(e in text for e in ((expected,) if isinstance(expected, str) else expected)), text
     first_tokens = found.failure.case.tokens
     assert first_tokens <= 64 or found.shrinks, f"{name}: not shrunk from {text}"
 
@@ -89,10 +92,12 @@ def test_same_seed_draws_the_same_cases():
 
 
 def test_shipped_paths_pass_a_short_fuzz():
-    """Every implementation without Triton kernels (the torch paths, vLLM's torch entries), on
-    the CPU: a few drawn cases each, all passing. (On a GPU host the Triton ones are targets too,
-    and cannot take CPU tensors: they are fuzzed on the GPU by `harness fuzz`.)"""
-    targets = [t for t in implementation_targets(None, None)[0] if not t.impl.triton]
+    """Every implementation the harness ships without Triton kernels (the torch paths), on the
+    CPU: a few drawn cases each, all passing. (On a GPU host the Triton ones are targets too, and
+    cannot take CPU tensors: they are fuzzed on the GPU by `harness fuzz`. Vendors' entries are
+    fuzzed with `harness fuzz --impl NAME`; what that finds is in docs/vendors.md.)"""
+    targets = [t for t in implementation_targets(None, None)[0]
+               if not t.impl.triton and t.impl.origin == "shipped"]
     assert targets, "no implementation to fuzz here"
     for t in targets:
         result = search(t.spec, t.impl, device="cpu", seconds=600, max_examples=6, seed=0,
