@@ -54,15 +54,16 @@ def test_fuzz_space_reaches_every_declared_cell(op):
 CPU_FAULTS = {
     "global_offsets": "row_starts",
     "stale_instead_of_minus_one": "-1]",
-    "decode_window_off_by_one": "next_n 2",
+    "decode_window_off_by_one": ("next_n 2", "next_n 3"),
     "empty_context_sees_first_key": ("empty_requests 1", "(short contexts)"),
     "window_end_inclusive": "logits",
     "hidden_tail_unwritten_past_2048": "H 2",
     "nan_ranks_highest": "nan",
 }
-"""Faults found within a short deterministic budget on a CPU, and what their shrunk case names
-(or the names it may take: an empty context is also reached by a drawn call sequence whose short
-step has one, shrunk to T 1)."""
+"""Faults found within a short deterministic budget on a CPU, and what their smallest shrunk case
+names (or the names it may take: an empty context is also reached by a drawn call sequence whose
+short step has one, shrunk to T 1; a decode window off by one needs next_n above 1, and a call
+sequence's steps may keep it at 3)."""
 
 
 @pytest.mark.parametrize("name", sorted(CPU_FAULTS))
@@ -70,14 +71,15 @@ def test_seeded_fault_is_found_and_shrunk(name):
     fault = _fault(name)
     spec = get_spec(fault.op)
     result = search(spec, fault.build(BASELINE_MAX_TOKENS), device="cpu", seconds=600,
-                    max_examples=300, seed=0, max_elements=2 ** 20, stop_at_first=True)
+                    max_examples=300, seed=0, max_elements=2 ** 16, stop_at_first=True)
     assert result.found, f"{name}: not found in {result.examples} drawn cases"
-    found = next(iter(result.found.values()))
-    text = describe(spec, found.failure)
     expected = CPU_FAULTS[name]
-    assert any(e in text for e in ((expected,) if isinstance(expected, str) else expected)), text
-    first_tokens = found.failure.case.tokens
-    assert first_tokens <= 64 or found.shrinks, f"{name}: not shrunk from {text}"
+    names = (expected,) if isinstance(expected, str) else expected
+    texts = [(describe(spec, f.failure), f) for f in result.found.values()]
+    named = [(text, f) for text, f in texts if any(e in text for e in names)]
+    assert named, "\n".join(text for text, _ in texts)
+    assert any(f.failure.case.tokens <= 64 or f.shrinks for _, f in named), \
+        f"{name}: not shrunk from {named[0][0]}"
 
 
 def test_same_seed_draws_the_same_cases():
@@ -101,7 +103,7 @@ def test_shipped_paths_pass_a_short_fuzz():
     assert targets, "no implementation to fuzz here"
     for t in targets:
         result = search(t.spec, t.impl, device="cpu", seconds=600, max_examples=6, seed=0,
-                        max_elements=2 ** 17)
+                        max_elements=2 ** 15)
         assert result.examples, f"{t.spec.op}/{t.impl.name}: every draw discarded {result.discarded}"
         assert not result.found, "; ".join(describe(t.spec, f.failure)
                                            for f in result.found.values())
@@ -131,8 +133,8 @@ def test_user_module_failure_is_reported_with_its_replay(tmp_path, capsys):
         "        indices[3, 0] = 0 if int(indices[3, 0]) != 0 else 1\n")
     out = tmp_path / "run"
     code = harness_main(["fuzz", "--ops", "top_k_per_row_decode", "--impl", "my-topk",
-                         "--impl-module", str(module), "--database", "none", "--examples", "150",
-                         "--device", "cpu", "--output", str(out)])
+                         "--impl-module", str(module), "--database", "none", "--examples", "60",
+                         "--max-elements", str(2 ** 15), "--device", "cpu", "--output", str(out)])
     text = capsys.readouterr().out
     assert code == EXIT_BAD, text
     assert "Fuzz verdict: FAIL" in text and "T 4" in text and "harness replay" in text
