@@ -329,10 +329,13 @@ def prefill_output_offset_wraps_at_2_31(threshold: int) -> Implementation:
 def block_table_rows_at_packed_width(threshold: int) -> Implementation:
     """Finds request b's blocks at ``b * max_blocks`` from the table's first entry instead of at
     ``b * block_tables.stride(0)``: right on a fresh table, another request's blocks (or the
-    padding) on a table sliced from a wider one (a graph's table for more blocks)."""
+    padding) on a table sliced from a wider one (a graph's table for more blocks). The misread
+    ids are clamped to the cache: wrong blocks, never an out-of-bounds read that would kill a
+    GPU's context for every later test."""
     def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
-        return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
-                                        as_packed(block_tables), max_model_len)
+        misread = as_packed(block_tables).clamp(0, kv_cache.shape[0] - 1)
+        return ref.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, misread,
+                                        max_model_len)
     return _impl("fp8_paged_mqa_logits", "fault-block-table-rows-at-packed-width", paged)
 
 
@@ -388,6 +391,7 @@ def first_call_slots_reused(threshold: int) -> Implementation:
     def write(k, kv_cache, slot_mapping, quant_block_size, scale_fmt):
         kept = first.setdefault("slots", slot_mapping.clone())
         n = min(len(kept), len(slot_mapping))
-        slots = torch.cat([kept[:n], slot_mapping[n:]])
+        capacity = kv_cache.shape[0] * kv_cache.shape[1]
+        slots = torch.cat([kept[:n], slot_mapping[n:]]).clamp(-1, capacity - 1)
         ref.indexer_k_quant_and_cache(k, kv_cache, slots, quant_block_size, scale_fmt)
     return _impl("indexer_k_quant_and_cache", "fault-first-call-slots-reused", write)
