@@ -37,6 +37,17 @@ def _step_impls():
 
 
 @pytest.mark.parametrize("impl", _step_impls())
+def _judge_step(case, impl, record) -> None:
+    """The step of ``case`` run through ``impl``'s writer, reader and top-k, recorded and judged
+    against the reference step."""
+    b = make_step(case)
+    impls = {op: implementations(op)[impl] for op in STEP_OPS}
+    row = judge_step(b, run_step(b, impls), reference_step(b))
+    record([result_row(case, impl, "indexer_step", "topk_indices_buffer", op="indexer_step",
+                       tokens=b.num_tokens, **row)])
+    assert row["passed"], f"{case.id} [{impl}]: {row['detail']}"
+
+
 @pytest.mark.parametrize("data", ["random", "exact"])
 @pytest.mark.parametrize("mix", MIXES, ids=[f"dec{b}x{nn}-pad{p}-pre{t}s{s}" for b, nn, p, t, s in MIXES])
 def test_step_selects_reference_topk(impl, data, mix, device, record):
@@ -45,12 +56,7 @@ def test_step_selects_reference_topk(impl, data, mix, device, record):
     scale = 64 if device == "cuda" else 1
     case = Case("fp8_paged_mqa_logits", device=device, batch=batch * (8 if device == "cuda" else 1),
                 next_n=next_n, pad=pad, prefill=prefill * scale, seqs=seqs, **size, data=data)
-    b = make_step(case)
-    impls = {op: implementations(op)[impl] for op in STEP_OPS}
-    row = judge_step(b, run_step(b, impls), reference_step(b))
-    record([result_row(case, impl, "indexer_step", "topk_indices_buffer", op="indexer_step",
-                       tokens=b.num_tokens, **row)])
-    assert row["passed"], f"{case.id} [{impl}]: {row['detail']}"
+    _judge_step(case, impl, record)
 
 
 @pytest.mark.parametrize("impl", _step_impls())
@@ -63,9 +69,4 @@ def test_step_at_other_block_sizes_and_head_dims(impl, block_size, head_dim, dev
     case = Case("fp8_paged_mqa_logits", device=device, batch=batch, next_n=next_n, pad=pad,
                 prefill=prefill, seqs=seqs, **size, data="exact", block_size=block_size,
                 head_dim=head_dim)
-    b = make_step(case)
-    impls = {op: implementations(op)[impl] for op in STEP_OPS}
-    row = judge_step(b, run_step(b, impls), reference_step(b))
-    record([result_row(case, impl, "indexer_step", "topk_indices_buffer", op="indexer_step",
-                       tokens=b.num_tokens, **row)])
-    assert row["passed"], f"{case.id} [{impl}]: {row['detail']}"
+    _judge_step(case, impl, record)
