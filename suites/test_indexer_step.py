@@ -36,7 +36,6 @@ def _step_impls():
     return sorted(names)
 
 
-@pytest.mark.parametrize("impl", _step_impls())
 def _judge_step(case, impl, record) -> None:
     """The step of ``case`` run through ``impl``'s writer, reader and top-k, recorded and judged
     against the reference step."""
@@ -48,6 +47,7 @@ def _judge_step(case, impl, record) -> None:
     assert row["passed"], f"{case.id} [{impl}]: {row['detail']}"
 
 
+@pytest.mark.parametrize("impl", _step_impls())
 @pytest.mark.parametrize("data", ["random", "exact"])
 @pytest.mark.parametrize("mix", MIXES, ids=[f"dec{b}x{nn}-pad{p}-pre{t}s{s}" for b, nn, p, t, s in MIXES])
 def test_step_selects_reference_topk(impl, data, mix, device, record):
