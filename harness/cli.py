@@ -17,7 +17,7 @@ import sys
 
 from harness.core.input_space import PROFILES as PROFILE_NAMES
 from harness.reports.summary import new_report_folder
-from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, folder_verdict
+from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, folder_verdict
 
 
 def cmd_run(args) -> int:

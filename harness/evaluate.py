@@ -204,7 +204,7 @@ def _refusal_row(case: Case, impl: Implementation, check: str, exc: Exception,
     inputs that are not: a pass when the error names the input and the requirement."""
     what = ", ".join(f"{name} not {' or '.join(reqs)}" for name, reqs in broken.items())
     error = f"{type(exc).__name__}: {exc}"
-    if layouts.refusal(exc, broken):
+    if layouts.refusal(exc, broken, layouts.own_names(impl.fn)):
         return result_row(case, impl.name, check, "*", passed=True, refused=True,
                           detail=f"refused as declared ({what}): {error}")
     return result_row(case, impl.name, check, "*", passed=False,

@@ -46,13 +46,13 @@ class Profile:
     with the counts, unless the run is given ``--accept-partial-coverage``. Skips that are the
     machine's (no GPU, the CPU's Triton interpreter limits) are counted and shown, not held
     against the implementation. A quarter in every profile: the shipped kernels declare nothing,
-    and a declaration that skips more leaves most of an op unjudged (README, "What decides the
+    and a declaration that skips more leaves most of an op unjudged (docs/usage.md, "What decides the
     exit code")."""
     judged_by_default: tuple[str, ...] = ("shipped", "module")
     """Whose failures decide the exit code when neither ``--impl`` nor ``--require`` names an
     implementation (``Implementation.origin``): the harness's own kernels (``shipped``) and
     those ``--impl-module`` loads (``module``); vendor adapters (``vendor``) are run and shown
-    in the matrix, and judged when named. See README "What decides the exit code"."""
+    in the matrix, and judged when named. See docs/usage.md, "What decides the exit code"."""
 
 
 DISPATCH_TOKENS = (127, 129, 1023, 1025, 4095, 4097)

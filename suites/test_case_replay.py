@@ -17,7 +17,7 @@ from harness.cases.replay import replay_one
 from harness.cases.saving import replay_command
 from harness.core.cases import Case
 from harness.core.specs import get_spec
-from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 pytestmark = pytest.mark.machinery
 

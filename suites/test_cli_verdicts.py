@@ -99,7 +99,7 @@ def test_bisect_of_an_implementation_absent_here_cannot_test(tmp_path):
     (0, {}, 2, 1),
 ], ids=["oom-only", "oom-and-real-failure", "named-impl-ran-nothing", "named-impl-ran", "trend-worse"])
 def test_run_verdict(code, meta, worse, verdict):
-    from harness.reports.verdict import run_verdict
+    from harness.core.verdicts import run_verdict
 
     assert run_verdict(code, meta, worse)[0] == verdict
 

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from harness.core import registry
-from harness.reports.verdict import (EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, coverage_shortfalls,
+from harness.core.verdicts import (EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, coverage_shortfalls,
                                      run_verdict, judged_exit_status)
 from harness.subprocess_env import child_env
 

@@ -10,7 +10,7 @@ import pytest
 
 from harness.core.results import ResultLog
 from harness.reports.summary import write_meta, write_summary
-from harness.reports.tables import failure_kind
+from harness.core.verdicts import failure_kind
 
 pytestmark = pytest.mark.machinery
 

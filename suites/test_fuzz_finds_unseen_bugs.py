@@ -22,7 +22,7 @@ from harness.fuzz.describe import describe
 from harness.fuzz.search import search
 from harness.fuzz.strategies import cases
 from harness.profiles import BASELINE_MAX_TOKENS
-from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 pytestmark = pytest.mark.machinery
 

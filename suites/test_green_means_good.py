@@ -19,7 +19,7 @@ from harness.core.specs import get_spec
 from harness.core.tolerances import Tolerance
 from harness.evaluate import evaluate
 from harness.subprocess_env import child_env
-from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
+from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, run_verdict
 
 pytestmark = pytest.mark.machinery
 

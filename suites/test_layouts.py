@@ -129,6 +129,32 @@ def test_a_declared_requirement_refused_clearly_passes_and_anything_else_fails()
 
 
 @pytest.mark.machinery
+def test_a_refusal_may_name_the_input_by_the_implementations_own_name():
+    """A vendor's ``res must be contiguous`` refuses the contract's ``residual`` when the adapter
+    bound ``res`` to it (bind_by_name records the binding); a word that only contains the name,
+    or a name bound to another input, is no refusal."""
+    from harness.adapters.signature import bind_by_name
+
+    def vendor_post(x, res, post, comb, message="res must be contiguous"):
+        if not res.is_contiguous():
+            raise ValueError(message)
+        return mhc_ref.mhc_post(x, res, post, comb)
+
+    aliases = {"res": "residual", "post": "post_layer_mix", "comb": "comb_res_mix"}
+    bound = bind_by_name("mhc_post", vendor_post, aliases=aliases)
+    assert layouts.own_names(bound) == {"residual": "res", "post_layer_mix": "post",
+                                        "comb_res_mix": "comb"}
+    declared = {"inputs": "contiguous"}
+    refused = _judge(bound, declared, "row-stride")
+    assert refused.passed and refused.rows[0].get("refused"), refused.failures()
+    broken = {"residual": ["contiguous"]}
+    names = layouts.own_names(bound)
+    assert not layouts.refusal(ValueError("results must be contiguous"), broken, names)
+    assert not layouts.refusal(ValueError("comb must be contiguous"), broken, names)
+    assert layouts.refusal(ValueError("Res: not contiguous"), broken, names)
+
+
+@pytest.mark.machinery
 def test_an_unknown_declared_requirement_is_refused():
     with pytest.raises(ValueError, match="packed is no requirement"):
         _judge(_post_needing_contiguous(None), {"inputs": "packed"}, "row-stride")

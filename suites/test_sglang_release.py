@@ -67,7 +67,7 @@ def test_tilelang_entries_name_what_is_missing_here():
 
 
 def test_release_is_in_the_report_environment_and_the_vendors_command(capsys):
-    from harness.reports.summary import environment
+    from harness.environment import environment
 
     assert environment()["release of sglang"].startswith("sglang "), environment()
     assert cli.main(["vendors"]) == 0

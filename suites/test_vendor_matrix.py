@@ -28,7 +28,10 @@ NOT_LOADED = "acme_kernels_absent is not usable here (ModuleNotFoundError: no ac
 
 @pytest.fixture
 def acme_only(monkeypatch):
+    from harness.adapters import releases
+
     monkeypatch.setattr(vendors, "_adapters", lambda: [ACME])
+    monkeypatch.setattr(releases, "adapters", lambda: [ACME])
 
 
 def _acme_run(folder):

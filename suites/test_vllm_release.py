@@ -60,7 +60,7 @@ def test_compiled_entries_name_the_missing_symbol_on_a_cpu_torch(mhc_module):
 
 
 def test_vllm_version_and_commit_are_in_the_report_environment():
-    from harness.reports.summary import environment
+    from harness.environment import environment
 
     env = environment()
     assert env["vllm"] not in ("absent", "") and env.get("vllm_commit"), env

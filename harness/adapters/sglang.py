@@ -34,7 +34,6 @@ machine as "not run here" with the exact missing module or device.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import importlib.util
 import inspect
@@ -77,9 +76,6 @@ OP_ALIASES = {"hc_head": {"x": "hidden_states", "norm_eps": "rms_eps"},
               "mhc_post": {"post": "post_layer_mix", "comb": "comb_res_mix"}}
 """SGLang's parameter names for the contract's, per op (``x`` is hc_head's ``hidden_states``
 but mhc_post's ``x``)."""
-NAMED_IN_ERRORS = ("hc_head",)
-"""Ops whose SGLang entry refuses an input by its SGLang name (``fused_hc_head``: "x must be
-contiguous"; its ``x`` is the contract's ``hidden_states``)."""
 SGLANG_POST_MULT = 2.0
 """``_hc_mix_reduce_sinkhorn_kernel`` computes ``post = 2.0 * sigmoid(...)``: DeepSeek-V4's
 ``hc_post_mult_value``, fixed in the kernel."""
@@ -226,36 +222,8 @@ def token_flattened(op: str, call):
     return flat
 
 
-def contract_names_in_errors(call, aliases: dict[str, str]):
-    """``call``, whose errors that name an SGLang parameter by SGLang's name (``x must be
-    contiguous``) also name the contract's argument it is bound to: the same error, its message
-    extended with the alias (a name convention, as the binding itself), so that a declared
-    requirement's refusal is read against the contract's names."""
-    import re
-
-    @functools.wraps(call)
-    def named(*args, **kwargs):
-        try:
-            return call(*args, **kwargs)
-        except Exception as exc:
-            text = str(exc)
-            said = [f"SGLang's {ours} is the contract's {theirs}" for ours, theirs in
-                    aliases.items() if re.search(rf"\b{re.escape(ours)}\b", text)]
-            if not said:
-                raise
-            try:
-                renamed = type(exc)(f"{text} ({'; '.join(said)})")
-            except Exception:
-                raise exc from None
-            raise renamed from exc
-
-    return named
-
-
 def _by_name(op: str, fn):
     call = bind_by_name(op, fn, aliases=OP_ALIASES.get(op))
-    if callable(call) and op in NAMED_IN_ERRORS:
-        call = contract_names_in_errors(call, OP_ALIASES[op])
     return token_flattened(op, call) if callable(call) and op in MHC_OPS else call
 
 

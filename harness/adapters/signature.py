@@ -13,6 +13,7 @@ import functools
 import inspect
 from typing import Any, Callable, Mapping
 
+from harness.core.layouts import INPUT_NAMES_ATTR
 from harness.core.specs import get_spec
 
 
@@ -66,6 +67,7 @@ def bind_by_name(op: str, fn: Callable, *, aliases: Mapping[str, str] | None = N
         fn(**given, out=out)
         return out
 
+    setattr(call, INPUT_NAMES_ATTR, {c: v for c, v in to_vendor.items() if c != v})
     return call
 
 

@@ -20,7 +20,7 @@ from harness import families
 from harness.cases import files as casefile
 from harness.core.metrics import differing_bytes
 from harness.detectors.registry import PER_CASE, per_case_check
-from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 ENV_KEYS = ("gpu", "device", "torch", "triton", "vllm", "vllm_commit", "git_commit")
 

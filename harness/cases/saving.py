@@ -17,7 +17,7 @@ import pytest
 
 from harness.cases import files as casefile
 from harness.evaluate import OBSERVERS
-from harness.reports.tables import SEEDED_FAULT_PREFIX
+from harness.core.verdicts import SEEDED_FAULT_PREFIX
 
 OBSERVER_NAME = "saved-cases"
 
@@ -38,7 +38,7 @@ class SavedCases:
 
     @functools.cached_property
     def environment(self) -> dict[str, str]:
-        from harness.reports.summary import environment
+        from harness.environment import environment
 
         return environment()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, Callable, Mapping
 
 import torch
@@ -340,13 +341,35 @@ def unmet(impl, inputs: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[s
     return found
 
 
-def refusal(exc: BaseException, broken: Mapping[str, list[str]]) -> bool:
+INPUT_NAMES_ATTR = "contract_input_names"
+"""Attribute of an implementation's callable (or of one it wraps, ``__wrapped__``): contract
+input -> the name the implementation's own code calls it (an adapter binding a vendor's
+``x`` to the contract's ``hidden_states`` sets ``{"hidden_states": "x"}``)."""
+
+
+def own_names(fn) -> dict[str, str]:
+    """Contract input -> the implementation's own name for it, read along ``__wrapped__``."""
+    seen = 0
+    while fn is not None and seen < 16:
+        names = getattr(fn, INPUT_NAMES_ATTR, None)
+        if names:
+            return dict(names)
+        fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+    return {}
+
+
+def refusal(exc: BaseException, broken: Mapping[str, list[str]],
+            names: Mapping[str, str] | None = None) -> bool:
     """Whether ``exc`` is a clear refusal of inputs that break a declared requirement: its
-    message names one of them and says what it lacks."""
+    message names one of them (by the contract's name or, as a word, by the implementation's
+    own name for it, ``names``) and says what it lacks."""
     text = str(exc).lower()
+    names = names or {}
     for name, missing in broken.items():
-        if name.split("[")[0].lower() in text and any(
-                word in text for req in missing for word in REQUIREMENTS[req][1]):
+        contract = name.split("[")[0].lower()
+        own = names.get(name.split("[")[0], "").lower()
+        named = contract in text or bool(own and re.search(rf"\b{re.escape(own)}\b", text))
+        if named and any(word in text for req in missing for word in REQUIREMENTS[req][1]):
             return True
     return False
 

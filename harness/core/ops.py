@@ -4,7 +4,6 @@ accepts no other name. The core names no op itself."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable, Sequence
 
 _DECLARED: dict[str, str] = {}
@@ -63,21 +62,3 @@ def check_op(op: str) -> str:
             f"unknown op {op!r}; the harness knows {', '.join(_DECLARED) or 'none yet'}. "
             "Check the spelling against ../shared/spec/ops.md.")
     return op
-
-
-_MOVED = {"MHC_OPS": ("mhc", "kernels.mhc"), "TOPK_OPS": ("topk", "kernels.topk"),
-          "INDEXER_OPS": ("sparse_indexer", "kernels.sparse_indexer")}
-"""The first releases' constants, kept working: the families own them now."""
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        family, home = _MOVED[name]
-        warnings.warn(f"harness.core.ops.{name} is deprecated: import it from {home}",
-                      DeprecationWarning, stacklevel=2)
-        return family_ops(family)
-    if name == "OP_NAMES":
-        warnings.warn("harness.core.ops.OP_NAMES is deprecated: call "
-                      "harness.core.ops.op_names()", DeprecationWarning, stacklevel=2)
-        return op_names()
-    raise AttributeError(f"module 'harness.core.ops' has no attribute {name!r}")

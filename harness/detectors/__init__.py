@@ -8,18 +8,7 @@ seeded faults point at (:mod:`harness.core.detectors`) for the self-test, the fu
 
 from __future__ import annotations
 
-import warnings
-
 from harness.detectors.compare import outputs_agree
 
 __all__ = ["outputs_agree"]
 
-
-def __getattr__(name: str):
-    if name in ("PER_CASE", "per_case_check"):
-        warnings.warn(f"harness.detectors.{name} is deprecated: import it from "
-                      "harness.detectors.registry", DeprecationWarning, stacklevel=2)
-        from harness.detectors import registry
-
-        return getattr(registry, name)
-    raise AttributeError(f"module 'harness.detectors' has no attribute {name!r}")

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import pathlib
 
+from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 from harness.e2e.smollm import SMOLLM_GGUF, smollm_gguf  # noqa: F401 (this module's face)
 
-EXIT = {"pass": 0, "regression": 1, "inconclusive": 125, "error": 125}
+EXIT = {"pass": EXIT_GOOD, "regression": EXIT_BAD, "inconclusive": EXIT_UNTESTABLE,
+        "error": EXIT_UNTESTABLE}
 CROSS_LEVEL_DEFAULT = {"llama-cpp": 0.0}
 """Share of greedy outputs that may change between concurrency levels, by server kind:
 llama-cpp-python's server evaluates one request at a time, so none may; batching servers (vLLM)

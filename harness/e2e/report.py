@@ -87,7 +87,7 @@ def _drift_lines(levels: list[dict]) -> list[str]:
 
 
 def write_e2e_report(folder: pathlib.Path, summary: dict, changes: pd.DataFrame) -> pathlib.Path:
-    from harness.reports.plots import e2e_accuracy
+    from harness.e2e.plots import e2e_accuracy
 
     md = summary_markdown(summary, changes)
     (folder / "e2e_summary.md").write_text(md)

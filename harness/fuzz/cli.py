@@ -60,8 +60,8 @@ def fuzz(folder: pathlib.Path, *, ops=None, impls=(), impl_modules=(), faults=No
     from harness.fuzz import report
     from harness.fuzz.run import Options, fault_targets, implementation_targets, run_targets
     from harness.impl_modules import ImplModuleError, load_impl_modules
-    from harness.reports.summary import environment
-    from harness.reports.verdict import EXIT_UNTESTABLE
+    from harness.environment import environment
+    from harness.core.verdicts import EXIT_UNTESTABLE
 
     families.load()
     try:

@@ -25,7 +25,7 @@ from harness.core.results import result_row
 from harness.core.specs import OpSpec
 from harness.detectors.registry import PER_CASE, per_case_check
 from harness.evaluate import evaluate
-from harness.reports.tables import failure_kind
+from harness.core.verdicts import failure_kind
 
 EVALUATED = ("accuracy", "dispatch_thresholds", "inputs_unchanged", "determinism")
 """Detectors whose check the evaluation of a drawn case already makes."""

@@ -13,7 +13,7 @@ from harness.cases import files as casefile
 from harness.core.specs import get_spec
 from harness.fuzz.describe import describe
 from harness.fuzz.search import Search
-from harness.reports.verdict import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
 
 
 def _save(folder: pathlib.Path, search: Search, found, impl, environment: dict) -> str:

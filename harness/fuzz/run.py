@@ -21,7 +21,7 @@ from harness.detectors.registry import PER_CASE
 from harness.fuzz.judge import not_fuzzable
 from harness.fuzz.search import Search, search
 from harness.profiles import BASELINE_MAX_TOKENS
-from harness.reports.tables import SEEDED_FAULT_PREFIX
+from harness.core.verdicts import SEEDED_FAULT_PREFIX
 
 MAX_ELEMENTS = {"gpu": 2 ** 28, "cpu": 2 ** 22, "interpreted": 2 ** 15}
 """Largest drawn case (``OpSpec.case_elements``) by where it runs: a GPU; torch on a CPU; a

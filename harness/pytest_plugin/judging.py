@@ -49,7 +49,7 @@ def registered() -> dict[str, dict]:
 
 
 def judging(config, tally) -> dict:
-    """run.json's keys about what was judged (read by harness.reports.verdict)."""
+    """run.json's keys about what was judged (read by harness.core.verdicts)."""
     names, how = judged_names(config)
     profile = get_profile(config.getoption("profile"))
     return {"judged": names, "judged_how": how,
@@ -64,8 +64,8 @@ def judging(config, tally) -> dict:
 def settle_exit_status(session, exitstatus: int, meta: dict) -> None:
     """The test command's exit status follows what the run judged: failures only of
     implementations it does not judge leave it 0; a judged implementation short of coverage
-    makes it 125 (harness.reports.verdict.judged_exit_status)."""
-    from harness.reports.verdict import judged_exit_status
+    makes it 125 (harness.core.verdicts.judged_exit_status)."""
+    from harness.core.verdicts import judged_exit_status
 
     code, why = judged_exit_status(int(exitstatus), meta)
     session.config.stash[VERDICT] = why

@@ -155,7 +155,7 @@ def record(request):
 def _failure_groups(rows) -> list[str]:
     """The cause groups of the failing rows (reports.tables.failure_groups' key), carried into
     JUnit as ``failure_group`` properties so a CI page can group failures too."""
-    from harness.reports.tables import SEEDED_FAULT_PREFIX, failure_kind
+    from harness.core.verdicts import SEEDED_FAULT_PREFIX, failure_kind
 
     return sorted({f"{r.get('impl')} / {r.get('op')} / {str(r.get('output')).split('/')[0]}: "
                    f"{failure_kind(r)}" for r in rows if r.get("verdict") == "fail"

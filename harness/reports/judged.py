@@ -5,7 +5,7 @@ those skipped, by why (its own declarations, cost, the machine), and whether the
 
 from __future__ import annotations
 
-from harness.reports.verdict import DECLARED_SKIPS, coverage_shortfalls
+from harness.core.verdicts import DECLARED_SKIPS, coverage_shortfalls
 
 SKIP_COLUMNS = ("declared", "cost", "interpreter", "device", "other")
 SKIP_MEANING = {"declared": "its Unsupported inputs", "cost": "its CostLimit",

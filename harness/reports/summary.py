@@ -6,72 +6,18 @@ from __future__ import annotations
 
 import datetime
 import glob
-import importlib.metadata
 import json
 import pathlib
-import subprocess
 import uuid
 
 import pandas as pd
 
 from harness.reports import coverage, judged as judged_report, tables as report_tables, vendors
-from harness.core import device
 from harness.reports.durations import where_time_went
 from harness.core.registry import unavailable
 from harness.core.results import KNOWN_DEVIATION
-from harness.reports.verdict import folder_verdict
-
-
-def environment() -> dict[str, str]:
-    info = device.describe()
-    info["cpu"] = _cpu_model()
-    for pkg in ("vllm", "aiter", "lm-eval", "liger-kernel"):
-        try:
-            info[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            info[pkg] = "absent"
-    if info["vllm"] != "absent":
-        info["vllm_commit"] = _vllm_commit()
-    info.update(vendors.releases())
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    info["git_commit"] = _run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]) or "unknown"
-    if device.has_gpu():
-        info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version",
-                               "--format=csv,noheader"]) or "unknown"
-    return info
-
-
-def _cpu_model() -> str:
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
-def _vllm_commit() -> str:
-    """The commit vLLM was built from (its ``_version.py``), read without importing vLLM."""
-    import importlib.util
-    import re
-
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return "unknown"
-    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "_version.py"
-    found = re.search(r"__commit_id__\s*=\s*commit_id\s*=\s*['\"]([^'\"]+)",
-                      path.read_text()) if path.exists() else None
-    return found.group(1) if found else "unknown"
-
-
-def _run(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+from harness.core.verdicts import folder_verdict
+from harness.environment import environment
 
 
 def write_meta(folder: pathlib.Path, **meta) -> None:

@@ -13,10 +13,7 @@ import shlex
 import pandas as pd
 
 from harness.core.results import KNOWN_DEVIATION
-
-SEEDED_FAULT_PREFIX = "fault-"
-"""Implementation names of the harness's own seeded faults (kernels/<family>/faults.py): they are meant to
-fail, so they are counted in the self-check, never among failures."""
+from harness.core.verdicts import SEEDED_FAULT_PREFIX, failure_kind
 
 
 def seeded(df: pd.DataFrame) -> pd.Series:
@@ -131,25 +128,6 @@ def failure_rows(df: pd.DataFrame, profile: str, impl_modules: list[str]) -> lis
              "tokens": row.get("tokens"), "case_op": row.get("case_op", row["op"]),
              "kind": failure_kind(row),
              "command": repro_command(row, profile, impl_modules)} for _, row in bad.iterrows()]
-
-
-FAILURE_KINDS = (
-    ("NaN", "NaN"), ("-inf pattern", "wrong -inf mask"), ("nondeterministic", "nondeterministic"),
-    ("wrote past the end", "write past the end"), ("wrote into its inputs", "clobbered inputs"),
-    ("cells outside", "write outside its rows"), ("bytes differ", "not bit-exact"),
-    ("not the top-k", "wrong top-k"), ("wrong number of valid", "wrong top-k"),
-    ("repeated offset", "wrong top-k"),
-    ("beyond", "beyond tolerance"), ("unwritten", "unwritten output"),
-)
-"""(text in a failure's detail, the kind of failure it is), first match wins."""
-
-
-def failure_kind(row) -> str:
-    """What went wrong in a failed comparison, from its detail, whichever check saw it (one
-    wrong kernel fails the accuracy suite, the dispatch thresholds and the detectors alike)."""
-    detail, output = str(row.get("detail", "") or ""), str(row.get("output", ""))
-    return next((k for needle, k in FAILURE_KINDS if needle in detail),
-                "exception or contract violation" if output == "*" else "other")
 
 
 def failure_groups(df: pd.DataFrame, profile: str, impl_modules: list[str],

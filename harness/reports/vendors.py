@@ -12,8 +12,6 @@ contract"; any other reason is "not run here".
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata
 import json
 import pathlib
 from typing import Iterable
@@ -21,6 +19,7 @@ from typing import Iterable
 import pandas as pd
 
 from harness.adapters.base import NOT_THIS_CONTRACT
+from harness.adapters.releases import RELEASE_KEY, adapters as _adapters, releases  # noqa: F401
 from harness.core.input_space import case_values
 from harness.core.results import KNOWN_DEVIATION
 from harness.core.specs import all_specs
@@ -33,39 +32,6 @@ RUNS_HERE = "runs here"
 STATUSES = (FAIL, KNOWN, PASS, RUNS_HERE, NOT_CONTRACT, NOT_HERE, ELSEWHERE, NOT_JUDGED)
 COLUMNS = ("vendor", "release", "impl", "op", "axis", "cell", "status", "cases", "failed",
            "why", "worst", "reproduce", "replay")
-RELEASE_KEY = "release of {}"
-"""The environment key a run records each vendor package's version under (``releases``)."""
-
-
-def _adapters():
-    from harness.adapters import ADAPTERS, ADAPTER_MODULES
-
-    return [ADAPTERS.get(name) for name in ADAPTER_MODULES]
-
-
-@functools.lru_cache(maxsize=1)
-def _distributions() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
-
-
-def _distribution(package: str) -> str | None:
-    """The installed distribution that provides import package ``package`` (``sglang``, or
-    ``amd-aiter`` for ``aiter``), or None."""
-    names = _distributions().get(package, [])
-    return names[0] if names else None
-
-
-def releases() -> dict[str, str]:
-    """Environment lines: ``release of <vendor>`` -> ``<distribution> <version>`` or ``absent``,
-    for every adapter's package."""
-    out = {}
-    for adapter in _adapters():
-        dist = _distribution(adapter.package)
-        out[RELEASE_KEY.format(adapter.name)] = (
-            f"{dist} {importlib.metadata.version(dist)}" if dist else "absent")
-    return out
-
-
 def _params(value) -> dict:
     if isinstance(value, dict):
         return value

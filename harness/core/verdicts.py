@@ -1,4 +1,6 @@
-"""A run's verdict in ``git bisect run`` terms: 0 good, 1 bad, 125 could not test.
+"""Verdicts in ``git bisect run`` terms (0 good, 1 bad, 125 could not test) and what kind of
+failure a failed comparison is: the one module the CLI, reports, saved cases, the fuzzer and
+E2E take them from.
 
 :func:`folder_verdict` is the one place a run folder's verdict is decided: ``summary.md``,
 ``report.html``, ``run.json``'s ``verdict`` and the exit code of ``harness run`` and ``harness
@@ -12,6 +14,30 @@ import pathlib
 
 EXIT_GOOD, EXIT_BAD, EXIT_UNTESTABLE = 0, 1, 125
 PYTEST_INTERRUPTED = 2
+
+SEEDED_FAULT_PREFIX = "fault-"
+"""Implementation names of the harness's own seeded faults (kernels/<family>/faults.py): they are meant to
+fail, so they are counted in the self-check, never among failures."""
+
+
+FAILURE_KINDS = (
+    ("NaN", "NaN"), ("-inf pattern", "wrong -inf mask"), ("nondeterministic", "nondeterministic"),
+    ("wrote past the end", "write past the end"), ("wrote into its inputs", "clobbered inputs"),
+    ("cells outside", "write outside its rows"), ("bytes differ", "not bit-exact"),
+    ("not the top-k", "wrong top-k"), ("wrong number of valid", "wrong top-k"),
+    ("repeated offset", "wrong top-k"),
+    ("beyond", "beyond tolerance"), ("unwritten", "unwritten output"),
+)
+"""(text in a failure's detail, the kind of failure it is), first match wins."""
+
+
+def failure_kind(row) -> str:
+    """What went wrong in a failed comparison, from its detail, whichever check saw it (one
+    wrong kernel fails the accuracy suite, the dispatch thresholds and the detectors alike)."""
+    detail, output = str(row.get("detail", "") or ""), str(row.get("output", ""))
+    return next((k for needle, k in FAILURE_KINDS if needle in detail),
+                "exception or contract violation" if output == "*" else "other")
+
 
 HEADLINES = {EXIT_GOOD: "PASS", EXIT_BAD: "FAIL"}
 """What the summary and the HTML page say for a code; anything else is "COULD NOT TEST"."""
