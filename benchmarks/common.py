@@ -74,8 +74,8 @@ def host_columns(timing: Timing) -> dict:
 def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     """Times one call of ``fn`` (``warmup`` and ``rep`` in milliseconds, as for do_bench).
     Eager timing of a small call measures the host whenever launching takes longer than the GPU
-    work: on the H100 host of 2026-11-24, 64x8192 paged logits took 0.028 ms in one run and
-    0.063 ms in the next, and 0.030 ms both times as a replay."""
+    work, and moves with the host from run to run; a graph replay does not, so a call that can be
+    captured is replayed (docs/benchmarks.md has the measurements)."""
     from harness.core import deferred
     from harness.detectors.cuda_graph import capture
 
@@ -189,10 +189,9 @@ def launcher_launches(launches: list) -> Callable[[], None] | None:
 def _host_us_each(fns: tuple, rounds: int = 5) -> list[float]:
     """Host time per eager call of each of ``fns`` (NaN for None), after one call that compiles:
     the best of ``rounds`` rounds of about 10 ms of calls (2 to 200), the GPU drained between
-    rounds (one round of a few calls read up to 1.6x apart for the same op on the H100 host of
-    2026-11-27). The rounds take turns across ``fns``, so that the host's drift (its clock,
-    other processes) weighs on each alike and the ratios of their times compare like with
-    like."""
+    rounds (one round of a few calls reads too far apart between runs: docs/benchmarks.md). The
+    rounds take turns across ``fns``, so that the host's drift (its clock, other processes)
+    weighs on each alike and the ratios of their times compare like with like."""
     live = [(i, fn, _calls_in_10_ms(fn)) for i, fn in enumerate(fns) if fn is not None]
     best = [float("nan") if fn is None else float("inf") for fn in fns]
     for _ in range(rounds):
@@ -235,8 +234,8 @@ def time_ms(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> float
 def eager_ms(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> float:
     """Median time of eager calls (triton's do_bench, L2 flushed between calls): the limits,
     whose calls are long enough for the host not to matter, and which a graph could change
-    (torch's 1 GiB ``copy_`` replayed from a graph runs on the copy engines: 2408-2424 GB/s on
-    the H100, against 2965-3005 GB/s eagerly)."""
+    (torch's 1 GiB ``copy_`` replayed from a graph runs on the copy engines, slower than called
+    eagerly: docs/benchmarks.md)."""
     import triton.testing
 
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
@@ -273,9 +272,8 @@ def with_same_size_copy(df: pd.DataFrame) -> pd.DataFrame:
     """Adds ``% of same-size copy`` to every GB/s row: the time of a copy kernel moving the
     row's bytes (half read, half written), timed as the row is (``timed``), over the row's time.
     The 1 GiB copy is what long streams reach; a short call also pays the launch and the ramp up
-    and down, which no kernel avoids (on the H100, 2026-11-24: an empty kernel replays in 4.6 us,
-    and the copy kernel moved 72 MB at 82% of the 1 GiB figure, 145 MB at 86%). This column tells
-    that floor apart from a kernel's own shortfall."""
+    and down, which no kernel avoids (docs/benchmarks.md has that floor's size). This column
+    tells that floor apart from a kernel's own shortfall."""
     df = df.copy()
     copies: dict[int, float] = {}
 
@@ -313,8 +311,8 @@ _COPY_BLOCK = 4096
 @triton.jit
 def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
     """The same-size copy: an SM kernel, because torch's ``copy_`` captured in a CUDA graph
-    becomes a memcpy node on the copy engines (on the H100: 2408 GB/s at 1 GiB, against 2946
-    for this kernel replayed and 2965 for ``copy_`` called eagerly)."""
+    becomes a memcpy node on the copy engines, slower than this kernel replayed or ``copy_``
+    called eagerly (docs/benchmarks.md has the figures)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < n
     tl.store(dst + offs, tl.load(src + offs, mask=ok), mask=ok)

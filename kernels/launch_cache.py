@@ -1,8 +1,8 @@
 """Launching a kernel that ``JITFunction.run`` compiled again, without its per-call work.
 
 ``JITFunction.run`` binds the arguments, builds the specialisation key as a string, looks the
-kernel up and checks the kernel's globals on every call: about 24 us a launch on the H100 host of
-2026-11-27, where the compiled kernel's own launcher takes 8 (docs/kernels/launches.md). A
+kernel up and checks the kernel's globals on every call: about three times what the compiled
+kernel's own launcher costs the host (docs/kernels/launches.md has the measurements). A
 ``kernels.triton_utils.Launch`` keeps the kernels ``JITFunction.run`` gave it under
 ``specialisation_key`` and calls their launchers directly. That key holds at least what Triton
 3.6 specialises a compiled NVIDIA kernel on (an int's type by range, whether it is 1, whether it

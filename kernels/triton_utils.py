@@ -17,8 +17,8 @@ except ImportError:  # a Triton build without NVIDIA's extras: PDL is never aske
 
 def cdiv(a: int, b: int) -> int:
     """``ceil(a / b)`` for launch shapes. ``triton.cdiv`` is a constexpr function in Triton
-    3.6: called from the host it costs about 4 us (jit.py's constexpr unwrapping), which a
-    decode call paid a dozen times."""
+    3.6: called from the host it pays jit.py's constexpr unwrapping, microseconds a call, and a
+    decode call computes a dozen launch shapes (docs/kernels/launches.md)."""
     return -(-a // b)
 
 
@@ -145,8 +145,8 @@ def div_rn_by_reciprocal(x, d, d_rcp, INTERPRETED: tl.constexpr):
 @functools.lru_cache(maxsize=None)
 def e4m3_cast_rounds(device: torch.device) -> bool:
     """Whether Triton's fp32 -> float8e4nv cast on ``device`` is one correctly rounded
-    instruction: compiled for NVIDIA from SM89 (``cvt.rn.satfinite.e4m3x2.f32``; on the H100 it
-    gave torch's byte for every fp32 in [-448, 448], ``suites/test_fp8_division_exact.py``).
+    instruction: compiled for NVIDIA from SM89 (``cvt.rn.satfinite.e4m3x2.f32``;
+    ``suites/test_fp8_division_exact.py`` checks torch's byte for every fp32 in [-448, 448]).
     Elsewhere a kernel rounds on the bits first (``round_to_e4m3``): the interpreter rounds ties
     away from zero, and other targets' conversions are not checked here."""
     return compiled_for_nvidia(device, (8, 9))

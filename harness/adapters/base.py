@@ -94,8 +94,9 @@ TF32_GEMM = {"accumulation": "tf32"}
 (the spec's tolerance table)."""
 TF32_OPS = ("mhc_pre", "mhc_fused_post_pre")
 """The ops whose fp32 mix outputs the TF32 class widens: hc_head and mhc_post return bf16
-alone, where a TF32 declaration changes nothing (on the H100, vLLM's Triton hc_head passed as
-well without it: suites/test_declarations_are_needed.py)."""
+alone, where a TF32 declaration changes nothing, so it is not made there (each declaration must
+be needed: suites/test_declarations_are_needed.py; docs/kernels/mhc.md has vLLM's Triton
+hc_head)."""
 
 
 def triton_tf32_gemm() -> dict[str, str]:

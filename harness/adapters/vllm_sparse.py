@@ -62,8 +62,9 @@ ALIASES = {"q_fp8": "q", "kv_cache_fp8": "kv_cache"}
 BF16_SCORE_U = 2 ** 16
 """A bf16 score, in the logits bound's units u = 2^-24 of a logit's magnitude: one bf16 ulp of
 each head's score (2^-8 relative, 2^16 u). Rounding the finished score alone costs half that,
-2^15 u; a CPU's bf16 einsum also rounds partial sums, and was measured at up to 37,792 u (smoke
-and self-test cases, 2026-11-25). fp8 q and k are exact in bf16, so nothing else may be off."""
+2^15 u; a CPU's bf16 einsum also rounds partial sums, up to 37,792 u on the smoke and
+self-test cases (docs/kernels/sparse_indexer.md), under this bound. fp8 q and k are exact in
+bf16, so nothing else may be off."""
 
 DEVIATIONS = {
     "vllm-torch": {

@@ -3,9 +3,10 @@
 A kernel that must validate index values (row windows, context lengths, slots) clamps them so no
 access leaves its tensors and records the worst violation in an int32 *error word* (0: fine;
 ``tl.atomic_max``). Reading that word after every call would synchronise the host with the GPU,
-which a serving loop cannot afford, and even an asynchronous copy costs tens of microseconds of
-host time per call (measured on the H100 host). So a call only *claims* a word: on a GPU, a slot
-of a per-device ring of zeroed words, with no host work beyond an index. The words are read
+which a serving loop cannot afford, and even an asynchronous copy costs the host far more per
+call than taking an index (docs/kernels/harness_core.md). So a call only *claims* a word: on a
+GPU, a slot of a per-device ring of zeroed words, with no host work beyond an index. The words
+are read
 
 - by ``raise_pending()``: one read of the slots claimed since the last check, which raises the
   first error and zeroes them. The harness calls it after every call it judges (``OpSpec.call``,
@@ -17,11 +18,10 @@ of a per-device ring of zeroed words, with no host work beyond an index. The wor
   replays. Their words come from a per-device pool zeroed before the capture (``CAPTURED``
   words, handed out again by ``forget_captured()``), which no replay resets: an error of any
   replay stays until a check reads it, where a word reset by each replay let a clean replay
-  hide a bad one before it. Nor does a captured call carry a zeroing kernel of its own: 1.3-1.7
-  us a call on the H100 (2026-11-25, CUDA-graph replays: the K-cache write at T=64 in 6.0 us
-  against 7.3, 64x8192 paged logits in 28.3 against 29.8). A call captured before any eager
-  call made the pool, or after it ran out, gets a word zeroed in the graph as before (reset by
-  each replay: check after each one);
+  hide a bad one before it. Nor does a captured call carry a zeroing kernel of its own, which
+  would add a kernel to every replay (docs/kernels/harness_core.md has its cost). A call
+  captured before any eager call made the pool, or after it ran out, gets a word zeroed in the
+  graph as before (reset by each replay: check after each one);
 - at the end of every test (``raise_left_behind``): an error no check read is raised on the
   test whose call flagged it, not on the next test of the worker.
 

@@ -4,10 +4,11 @@ Under ``TRITON_INTERPRET=1`` a kernel launch patches ``triton.language`` once fo
 (``GridExecutor.__call__``: ``_patch_lang``, then ``restore`` after the last program). Triton
 3.6 also calls ``_patch_lang`` on every call of a ``@triton.jit`` helper inside the kernel
 (``InterpretedFunction.__call__``), and each call walks ``inspect.getmembers`` over the language
-modules (~2 ms) to patch what the grid has already patched. The harness's kernels call helpers in
-their inner loops (``to_bf16_rtne``, ``dot_bf16``), so on the CPU this walk took half the time of
-the mHC suites (mhc_pre at T=257: 13058 helper calls, 29 s of 56 s); triton.language's own
-``tl.sum``, ``tl.zeros`` and ``tl.sigmoid`` are such helpers too.
+modules, milliseconds each time, to patch what the grid has already patched. The harness's
+kernels call helpers in their inner loops (``to_bf16_rtne``, ``dot_bf16``), thousands of times
+a call, so on the CPU, left alone, this walk takes a large share of the mHC suites' time
+(docs/kernels/harness_core.md has the measurements); triton.language's own ``tl.sum``,
+``tl.zeros`` and ``tl.sigmoid`` are such helpers too.
 
 :func:`install` makes a helper call skip the walk while the running grid has already patched
 every language module the helper sees (the first helper reaching ``triton.language.core`` patches

@@ -16,8 +16,9 @@ def _ordered_bits(t: torch.Tensor) -> torch.Tensor:
 
 
 COUNT_CHUNK = 2 ** 28
-"""Elements compared at once: a 9.8 GB tensor compared whole made a mask and an int64 sum of
-73 GiB (H100, 2026-11-26)."""
+"""Elements compared at once: compared whole, a tensor of billions of bytes makes temporaries
+(the mask, an int64 sum) of many times its size: 73 GiB for a 9.8 GB tensor
+(docs/kernels/harness_core.md)."""
 
 
 def differing_bytes(a: torch.Tensor, b: torch.Tensor) -> int:

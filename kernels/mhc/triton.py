@@ -13,12 +13,12 @@
    ``_h_parts``) sums the partials in split order, applies the RMS scale, the gates and
    Sinkhorn, and writes the weighted sum of the streams.
 
-The two kernels move 8.70 GB at T=65536, H=7168 for an ideal 4.70 GB (the streams read twice,
-split-K partials written and read): they run at 95% of the copy bandwidth for the bytes they
-move, 51-52% of the ideal. A one-pass design needs a token block's streams kept on chip across a
-16-SM thread-block cluster, which Triton 3.6 does not expose; the designs measured instead (L2
-handoff, token chunks sized for L2, slice groups, fused post+pre) and their figures are in
-``docs/kernels/mhc.md``. ``mhc_fused_post_pre`` is ``mhc_post`` then ``mhc_pre``.
+The two kernels move nearly twice the ideal bytes (the streams read twice, split-K partials
+written and read), near the copy bandwidth for the bytes they move. A one-pass design needs a
+token block's streams kept on chip across a 16-SM thread-block cluster, which Triton 3.6 does not
+expose; the designs measured instead (L2 handoff, token chunks sized for L2, slice groups, fused
+post+pre) and the figures are in ``docs/kernels/mhc.md``. ``mhc_fused_post_pre`` is
+``mhc_post`` then ``mhc_pre``.
 
 Batch invariance by construction: the split of K and the K tile come from the call's launch
 plan (``LaunchPlan``) and the default ``n_splits`` depends on ``m*H`` only, so a token's arithmetic
@@ -279,10 +279,10 @@ def _post_mix(x_ptr, res_ptr, post_ptr, comb_ptr, out_ptr, H,
 
 def _next_early(tokens: int, head: bool) -> bool:
     """Whether the GEMM and the gates kernel release the next kernel at their start (PDL) rather
-    than at their end: where that was faster per call in a captured step on the H100, hc_head up
-    to T=256 and mhc_pre up to T=16 and from T=48 to 192. Elsewhere the next kernel's programs,
-    placed beside this kernel's while it runs, slowed both (docs/kernels/mhc.md, "Dependent
-    launches" and "Early release by op and T")."""
+    than at their end: where that is faster per call in a captured step, hc_head up to T=256 and
+    mhc_pre up to T=16 and from T=48 to 192. Elsewhere the next kernel's programs, placed beside
+    this kernel's while it runs, slow both (docs/kernels/mhc.md, "Dependent launches" and "Early
+    release by op and T")."""
     if head:
         return tokens <= 256
     return tokens <= 16 or 48 <= tokens <= 192
@@ -298,9 +298,9 @@ def _gemm_block_t(tokens: int, n_splits: int, plan: LaunchPlan, device: torch.de
     """The GEMM's token tile for a call: ``SMALL_BLOCK_T`` while the plan's tile would give fewer
     than ``PROGRAMS_PER_SM`` programs an SM, else the plan's. A tile only groups rows: each row is
     multiplied by the same instructions in the same K order, so its bits do not depend on the
-    tile (bitwise on the H100 for 64 and 128 rows at T=1 to 65536). On the H100 (2026-11-25,
-    H=7168) the small tile took mhc_pre from 43.8 to 38.4 us at T=1, 55.5 to 40.8 at T=64,
-    272.9 to 244.6 at T=4096; from T=12288 the plan's 128 rows were faster."""
+    tile (the suites force both tiles and compare bitwise). The small tile makes decode and
+    mid-size batches faster; large batches, with programs enough, are faster on the plan's tile
+    (docs/kernels/mhc.md has the measurements)."""
     if plan.block_t <= SMALL_BLOCK_T:
         return plan.block_t
     programs = cdiv(tokens, plan.block_t) * n_splits
@@ -389,8 +389,8 @@ WIDE_GATES_MAX_TOKENS = 64
 def _gates_block_h(tokens: int, h: int, plan: LaunchPlan, head: bool) -> int:
     """``_gates_and_mix``'s H tile: twice the plan's for mhc_pre up to
     ``WIDE_GATES_MAX_TOKENS`` tokens, where fewer, wider weighted-sum programs beside the one
-    computing post and comb were faster on the H100; the plan's for larger batches and for
-    hc_head, which were slower so (docs/kernels/mhc.md, "A wider gates tile"). The tile only
+    computing post and comb are faster; the plan's for larger batches and for hc_head, which are
+    slower so (docs/kernels/mhc.md, "A wider gates tile"). The tile only
     groups a token's H elements, each computed by the same instructions: the suites force both."""
     wide = not head and tokens <= WIDE_GATES_MAX_TOKENS
     return min(_block_h(h, plan) * (2 if wide else 1), next_power_of_2(h))
@@ -399,9 +399,9 @@ def _gates_block_h(tokens: int, h: int, plan: LaunchPlan, head: bool) -> int:
 def _h_parts(tokens: int, h_blocks: int, device: torch.device) -> int:
     """Programs per token of ``_gates_and_mix``: one while the tokens alone give two programs an
     SM, else as many (up to one per ``block_h`` chunk of H) as it takes. Each element of
-    ``layer_input`` is computed by the same instructions whichever program computes it. On the
-    H100 (2026-11-25, T=1, H=7168) the kernel took 6.2 us instead of 12.1 for mhc_pre, 3.9
-    instead of 9.9 for hc_head."""
+    ``layer_input`` is computed by the same instructions whichever program computes it. Several
+    programs a token make a small batch's weighted sum faster than one program a token walking
+    H alone (docs/kernels/mhc.md has the measurements)."""
     wanted = 2 * (multiprocessors(device) or 1)
     return max(1, min(h_blocks, -(-wanted // max(tokens, 1))))
 
@@ -413,9 +413,9 @@ def _gates_launch(t: int, m: int, h: int, gemm: _GemmLaunch, head: bool, plan: L
     shape. The eps values, the post multiplier and the Sinkhorn rounds are passed per call.
     mhc_pre's post and comb get a program of their own while a token's weighted sum is spread
     over several (a decode batch), else the first program computes them before its sum: same
-    instructions, same bits; on the H100 (2026-11-27) the program of their own took mhc_pre in
-    a step from 13.7 to 13.0 us at T=1 and 28.4 to 26.3 at T=256, and cost 5% at T=65536,
-    where a token's sum is one program."""
+    instructions, same bits. The program of their own is faster at decode sizes and slower for
+    large batches, where a token's sum is one program (docs/kernels/mhc.md, "mhc_pre's gates on
+    a program of their own")."""
     block_h = _gates_block_h(t, h, plan, head)
     parts = _h_parts(t, cdiv(h, block_h), device)
     h_per_program = cdiv(cdiv(h, block_h), parts) * block_h

@@ -180,11 +180,10 @@ APPROXIMATE_DIVISION = {"value_steps": 1, "scale_ulps": 2, "value_share": 2.0 **
 GPUs to ``div.full.f32`` (within 2 ulp), so ``amax / 448`` may land 2 ulp off the correctly
 rounded scale (any scale may), and ``x / scale`` one e4m3 step off where it sits near a rounding
 boundary: at most ``value_share`` of the value bytes (plus ``value_slack``, for small caches).
-Measured on vLLM 0.33.0's Triton writer on the H100 (2026-11-25, scale_fmt None): 3 of 8576
-values and 35 of 67 scales at T=67, 297 of 524672 values and 1968 of 4099 scales at T=4099,
-5446 of 8388608 values and 31394 of 65536 scales at T=65536, each one step or one ulp (ue8m0
-scales: bit-exact); ``value_share`` is 3x the largest share. A writer that rounds toward zero
-moves half its values and fails."""
+``value_share`` is 3x the largest share vLLM 0.33.0's Triton writer moves (5446 of 8388608 values
+at T=65536, scale_fmt None, each one step or one ulp; ue8m0 scales are bit-exact:
+docs/kernels/sparse_indexer.md has every size). A writer that rounds toward zero moves half its
+values and fails."""
 
 
 def _ordered(ints: torch.Tensor, sign_bit: int) -> torch.Tensor:
@@ -246,8 +245,8 @@ within ``p99`` and their mean within ``mean``. Each head's error is its own (an 
 order, a rounding), so over h heads the sum's error grows as sqrt(h) while the bound grows as h:
 the figures scale by sqrt(64 / h) (FP8_MMA_HEADS). Set from ``scripts/calibrate_fp8_mma.py`` on
 the H100 (docs/kernels/sparse_indexer.md has the figures): the shipped kernels' worst/p99/mean
-reached 14116/2012/362 u at 64 heads, so the bounds sit 2.3x/2.0x/2.1x above them; a kernel that
-also rounds head weights, key scales or scores to bf16 reached at least 14449/7128/1341 u: its
+reach 14116/2012/362 u at 64 heads, so the bounds sit 2.3x/2.0x/2.1x above them; a kernel that
+also rounds head weights, key scales or scores to bf16 reaches at least 14449/7128/1341 u: its
 tail hides under any bound an fp8 kernel needs, its p99 and mean do not."""
 FP8_MMA_HEADS = 64
 FP8_MMA_SAMPLE = 4096

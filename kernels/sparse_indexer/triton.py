@@ -16,9 +16,9 @@ synchronisation on the hot path).
 
 Big calls take key blocks of two halves (``_mqa_logits_wide``, chosen by ``key_halves_for``):
 every head's Q tile then serves 256 keys, half the L2 reads of Q per FLOP, the same bits. The
-prefill kernels run at 56-68% of the fp8 roofline on the H100; going further needs asynchronous
-MMAs across the head loop (Gluon or CUDA). Where the time goes and the variants measured are in
-``docs/kernels/sparse_indexer.md``.
+prefill kernels stay short of the fp8 roofline because each head's MMA is waited for before its
+relu; going further needs asynchronous MMAs across the head loop (Gluon or CUDA). Where the time
+goes, the figures and the variants measured are in ``docs/kernels/sparse_indexer.md``.
 """
 
 from __future__ import annotations
@@ -214,8 +214,8 @@ def _mqa_logits_wide(q_ptr, k_ptr, ks_scale_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr,
     """``_mqa_logits`` over key blocks of 2 x BN keys: each head's Q tile (read from L2 for every
     head) serves both halves, half the L2 reads of Q per FLOP, and each half is its own BN-wide
     MMA, so the logits are the narrow kernel's bits. Kept apart from it, line for line as timed:
-    at 255 registers, layouts that merely moved a pointer computation or shared the narrow
-    kernel's body ran 3-9% slower on the H100."""
+    at 255 registers, layouts that merely move a pointer computation or share the narrow
+    kernel's body are slower (docs/kernels/sparse_indexer.md)."""
     pid_m, pid_n = tl.program_id(0) // n_blocks, tl.program_id(0) % n_blocks
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * 2 * BN + tl.arange(0, BN)
@@ -514,15 +514,14 @@ def launch_mqa(q, k, k_scale, weights, ks, ke, out, exact: bool, plan: LaunchPla
 
 
 WIDE_FROM_WAVES = 8
-"""Two-half key blocks from this many waves of them (2 programs an SM) over full windows. On the
-H100 (2026-11-25, CUDA-graph replays, same bits) they ran 4096 full in 263-268 us against 285-291
-for one-half blocks, 8192 causal in 581-602 against 636-639 and 16384 causal in 2241-2307 against
-2439-2522, but 4096 causal in 189 against 161: its 544 working blocks fill 2.06 waves, so the
-third runs almost empty. A causal window halves the working blocks; from 8 full-window waves it
-still leaves 4, while 4096 x 4096 (3.9 waves) keeps one-half blocks. One launch of both kinds
-(two-half blocks for the first 50-87.5% of the query blocks, one-half for the rest, so the last
-wave is fine-grained) was slower at every split: 4096 causal 173-178 us, 4096 full 283-288,
-16384 causal 2418-2558 (the two paths in one kernel compile worse than either alone)."""
+"""Two-half key blocks from this many waves of them (2 programs an SM) over full windows.
+Two-half blocks are faster on big calls, full or causal, but slower where their working blocks
+fill only a few waves and the last runs almost empty (4096 x 4096 causal: 544 working blocks,
+2.06 waves). A causal window halves the working blocks; from 8 full-window waves it still leaves
+4, while 4096 x 4096 (3.9 waves) keeps one-half blocks. There is no launch of both kinds
+(two-half blocks for the first query blocks, one-half for the rest, so the last wave is
+fine-grained): it is slower at every split, the two paths in one kernel compiling worse than
+either alone. docs/kernels/sparse_indexer.md has the measurements."""
 
 
 def key_halves_for(m: int, n: int, plan: LaunchPlan, device: torch.device) -> int:

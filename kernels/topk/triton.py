@@ -55,20 +55,19 @@ class LaunchPlan:
     None picks by shape (``coarse_bits()``); long rows get ``finish_slices()`` programs each,
     from ``finish_programs`` and ``slice_min``. ``split_finish`` False finishes short rows in
     the filter launch instead of their own: one launch fewer, for eager callers bound by the
-    host's cost per launch, but slower on the GPU (on the H100, 2026-11-24, CUDA-graph
-    replays: 1x131072 random rows 46-48 us against 30-32 us split; a lean filter kernel is not
-    held back by the finishing select's registers, and the finish gets its own warps).
+    host's cost per launch, but slower on the GPU: split, a lean filter kernel is not held back
+    by the finishing select's registers, and the finish gets its own warps.
     ``radix``: bits per digit of the radix select (digits sit at multiples of it, so where it
     does not divide 32 the top digit is narrower). 5 gives 32 bins, one per lane in
-    ``tl.histogram``'s ballot scheme, and fewer passes than 4: on the H100 (2026-11-24,
-    ``bench_topk.py --tune radix=4,5,6,8``) it was the fastest on every shape, 64x131072 tie
-    rows 0.85x -> 0.95x torch.topk. ``row_bits``: the histogram pass also folds which bits of
-    every row's values differ from the row's first value (one LOP3 an element), so that a row
+    ``tl.histogram``'s ballot scheme, and fewer passes than 4: the fastest radix on every shape
+    of ``bench_topk.py``. ``row_bits``: the histogram pass also folds which bits of every row's
+    values differ from the row's first value (one LOP3 an element), so that a row
     held whole by its threshold bin (a tie-heavy row) gets its key range there and the filter
     launch has nothing to read for it; False leaves that pass to the filter. ``filter_regs``:
     registers per thread of the filter kernel (``maxnreg``; None or 0 leaves it to the compiler).
-    64 holds twice the programs per SM: on the H100 (2026-11-25) 64x131072 random rows 1.79x ->
-    2.01x torch.topk; the same cap on the long-row finish made tie rows slower."""
+    64 holds twice the programs per SM, which makes random rows faster; the same cap on the
+    long-row finish makes tie rows slower (docs/kernels/topk.md has the measurements of
+    ``split_finish``, ``radix`` and ``filter_regs``)."""
     coarse_bits: int | None = None
     hist_tile: int = 2048
     hist_warps: int = 8
@@ -832,8 +831,8 @@ def _fill_unused(out_ptr, idx_stride1, count, top_k, SLOT_BLOCK: tl.constexpr):
 def coarse_bits(top_k: int, n_cols: int, plan: LaunchPlan = DEFAULT_PLAN) -> int:
     """Bits of the coarse bin: 64 bins (one per octave) when the k-th value sits in the sparse
     tail, 128 (half octaves) when k is a large share of the row, where a one-octave bin would
-    hold too many candidates. tl.histogram's cost grows with the bin count: on the H100, 256
-    bins made the histogram pass 2.3x a plain read, 64 bins 1.6x."""
+    hold too many candidates. No more bins than that, because tl.histogram's cost grows with the
+    bin count (docs/kernels/topk.md has the measurements)."""
     if plan.coarse_bits is not None:
         return plan.coarse_bits
     return 7 if top_k * 16 > n_cols else 6
