@@ -27,7 +27,7 @@ _FACE = {
     "Case": "harness.core.cases", "get_spec": "harness.core.specs",
     "ContractError": "harness.core.errors", "ContractViolation": "harness.core.errors",
     "register_out_of_memory_error": "harness.core.errors",
-    "raise_pending": "harness.core.deferred",
+    "raise_pending": "kernels.runtime.deferred",
     "evaluate": "harness.evaluate", "Evaluation": "harness.evaluate",
 }
 __all__ = sorted(_FACE) + ["__version__"]

@@ -1,4 +1,4 @@
-"""The shipped kernels keep their argument checks per call signature (``harness.core.memo``): a
+"""The shipped kernels keep their argument checks per call signature (``kernels.runtime.memo``): a
 kept result must never let a bad call through. The contract suites call every bad argument
 after a good call, twice; these tests hold the memo itself to its rule."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.core.errors import ContractError
-from harness.core.memo import per_signature
+from kernels.runtime.memo import per_signature
 
 
 def _counting(check):

@@ -88,7 +88,7 @@ def test_a_failed_capture_leaves_no_error_words_behind():
 
     import torch
 
-    from harness.core import deferred
+    from kernels.runtime import deferred
     from harness.core.cases import Case
     from harness.core.registry import records
     from harness.core.specs import get_spec
@@ -125,7 +125,7 @@ def _captured_k_cache_write():
     (which compiles it and makes the device's pool of captured error words)."""
     import torch
 
-    from harness.core import deferred
+    from kernels.runtime import deferred
     from harness.core.cases import Case
     from harness.core.registry import records
     from harness.core.specs import get_spec
@@ -144,7 +144,7 @@ def _captured_k_cache_write():
 def test_a_bad_replay_is_not_hidden_by_a_clean_replay_after_it():
     import torch
 
-    from harness.core import deferred
+    from kernels.runtime import deferred
     from harness.core.errors import ContractError
 
     try:
@@ -171,7 +171,7 @@ def test_a_captured_checked_call_replays_its_kernel_alone():
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from harness.core import deferred
+    from kernels.runtime import deferred
 
     try:
         graph, _ = _captured_k_cache_write()

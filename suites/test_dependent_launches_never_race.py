@@ -1,4 +1,4 @@
-"""Programmatic dependent launch (``kernels.triton_utils.dependent_launch``) lets a kernel's
+"""Programmatic dependent launch (``kernels.runtime.triton_utils.dependent_launch``) lets a kernel's
 programs start while the kernel before it still runs; they must wait before reading anything,
 or they read values not yet written. Back-to-back calls captured in a CUDA graph, each reading
 the previous call's output (where the overlap happens), must give the bits of the same calls
@@ -22,8 +22,8 @@ def test_dependent_launches_are_asked_for_only_where_they_exist(hip, capability,
     launch would fail ("Keyword argument launch_pdl was specified but unrecognised")."""
     import torch
 
-    from harness.core import device as core_device
-    from kernels import triton_utils
+    from kernels.runtime import device as core_device
+    from kernels.runtime import triton_utils
 
     monkeypatch.setattr(torch.version, "hip", hip)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)

@@ -1,12 +1,12 @@
 """Index values the shipped Triton kernels check on the device (row windows, context lengths,
-slots; ``harness.core.deferred``) still fail the call: on the CPU at once, on a GPU at the next
+slots; ``kernels.runtime.deferred``) still fail the call: on the CPU at once, on a GPU at the next
 ``raise_pending()`` (every call the harness judges), with a message naming the row, and without
 a host synchronisation inside the op."""
 
 import pytest
 import torch
 
-from harness.core import deferred
+from kernels.runtime import deferred
 from harness.core.errors import ContractError
 from harness.core.registry import records
 from harness.core.specs import get_spec

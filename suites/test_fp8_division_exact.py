@@ -1,5 +1,5 @@
 """The fp8 quantisers divide by a row's scale through its reciprocal and two FMAs
-(``kernels.triton_utils.div_rn_by_reciprocal``); a quotient one ulp off would move a value across
+(``kernels.runtime.triton_utils.div_rn_by_reciprocal``); a quotient one ulp off would move a value across
 an e4m3 rounding boundary and change the K cache. Here the GPU path is compared bitwise with
 ``div_rn`` on the quotients where that matters: random rows, values placed on and one to three
 ulps around every e4m3 midpoint, and a wide sweep of exponents. The interpreter computes div_rn
@@ -16,7 +16,7 @@ import triton.language as tl
 
 from kernels.sparse_indexer.spec import NEG_ZERO_FP8
 from kernels.sparse_indexer.triton import _to_e4m3
-from kernels.triton_utils import div_rn_by_reciprocal, e4m3_cast_rounds
+from kernels.runtime.triton_utils import div_rn_by_reciprocal, e4m3_cast_rounds
 
 pytestmark = [pytest.mark.gpu, pytest.mark.implementation("triton")]
 

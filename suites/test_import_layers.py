@@ -3,6 +3,8 @@ engine collects families without naming one, and no module imports itself back t
 
 Layers, lowest first (every import in a module counts, also one inside a function):
 
+- ``kernels.runtime``: what the shipped kernels need to run (device, argument errors, memo,
+  deferred checks, launch cache, Triton helpers), importing nothing of the harness;
 - ``harness.core``: ops, cases, specs, registry, metrics, tolerances, result rows, faults, family;
 - ``kernels``: one package per family, importing the core and other families;
 - ``harness.adapters``: vendor implementations, importing the core and the families' contracts;
@@ -49,18 +51,20 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def layer(module: str) -> str:
-    for prefix, name in (("harness.core", "core"), ("harness.adapters", "adapters"),
-                         ("kernels", "kernels"), ("harness", "engine")):
+    for prefix, name in (("kernels.runtime", "runtime"), ("harness.core", "core"),
+                         ("harness.adapters", "adapters"), ("kernels", "kernels"),
+                         ("harness", "engine")):
         if module == prefix or module.startswith(prefix + "."):
             return name
     raise ValueError(module)
 
 
 ALLOWED = {
-    "core": {"core"},
-    "kernels": {"core", "kernels"},
-    "adapters": {"core", "kernels", "adapters"},
-    "engine": {"core", "adapters", "engine"},
+    "runtime": {"runtime"},
+    "core": {"runtime", "core"},
+    "kernels": {"runtime", "core", "kernels"},
+    "adapters": {"runtime", "core", "kernels", "adapters"},
+    "engine": {"runtime", "core", "adapters", "engine"},
 }
 
 
@@ -113,7 +117,7 @@ GATEWAY = ("harness.families", "kernels")
 """The one import from the engine into the kernels: families.load() collects kernels.FAMILIES."""
 
 
-@pytest.mark.parametrize("lower", ["core", "kernels", "adapters", "engine"])
+@pytest.mark.parametrize("lower", ["runtime", "core", "kernels", "adapters", "engine"])
 def test_each_layer_imports_only_what_is_below_it(lower):
     reaching_up = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if layer(m) == lower
                          for d in deps if layer(d) not in ALLOWED[lower] and (m, d) != GATEWAY)
@@ -121,6 +125,34 @@ def test_each_layer_imports_only_what_is_below_it(lower):
                              + "; ".join(reaching_up)
                              + ". Move the shared piece down a layer (harness/core, or the "
                                "family under kernels/) instead of importing upwards.")
+
+
+REGISTRATION = ("harness.core.registry", "harness.core.ops")
+SHIPPED_KERNEL_MODULES = ("torch", "triton")
+"""A family's backends (``kernels/<family>/torch.py``, ``triton.py``): what a reader vendors."""
+
+
+def test_a_shipped_kernel_stands_on_its_own():
+    """A backend module imports, of the harness, only the registry (``register``, and
+    ``Unsupported`` for what it declares it cannot run) and the op names it registers under
+    (``kernels/<family>/ops.py`` declares them); the rest it needs is its family's own modules
+    and ``kernels.runtime``, directly or through them."""
+    def reaches(module: str, seen: set[str]) -> set[str]:
+        for dep in GRAPH.get(module, ()):
+            if dep not in seen and dep.startswith("kernels.") and not dep.endswith(("spec", "faults")):
+                seen.add(dep)
+                reaches(dep, seen)
+        return seen
+
+    bad = []
+    for module in sorted(GRAPH):
+        parts = module.split(".")
+        if len(parts) == 3 and parts[0] == "kernels" and parts[2] in SHIPPED_KERNEL_MODULES:
+            for m in sorted({module} | reaches(module, set())):
+                bad += [f"{m} imports {d}" for d in sorted(GRAPH[m])
+                        if d.startswith("harness") and d not in REGISTRATION]
+    assert not bad, ("; ".join(bad) + ". Move what the kernel needs into kernels/runtime/ "
+                                      "(which imports nothing of the harness).")
 
 
 def test_no_import_circle():
@@ -132,9 +164,12 @@ def test_no_import_circle():
 
 def package_of(module: str) -> str:
     """The unit a circle is looked for at, besides modules: a sub-package of the engine
-    (``harness.reports``), the core, the adapters, the kernels, or a top-level module."""
+    (``harness.reports``), the core, the adapters, the kernels' runtime, the kernels, or a
+    top-level module."""
     parts = module.split(".")
-    return "kernels" if parts[0] == "kernels" else ".".join(parts[:2])
+    if parts[0] == "kernels":
+        return "kernels.runtime" if parts[1:2] == ["runtime"] else "kernels"
+    return ".".join(parts[:2])
 
 
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:

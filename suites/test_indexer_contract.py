@@ -5,7 +5,7 @@ correct alternatives (another head-sum order, paged logits via gather + prefill)
 import pytest
 import torch
 
-from harness.core import deferred
+from kernels.runtime import deferred
 from harness.evaluate import evaluate
 from kernels.sparse_indexer.ops import INDEXER_OPS
 from harness.core.registry import Implementation, records

@@ -90,14 +90,14 @@ def _root():
     ("top_k_per_row_prefill", dict(tokens=9, top_k=16, context=4096, seqs=2)),
 ], ids=["mhc_pre", "hc_head", "top_k_per_row_prefill"])
 def test_interpreter_speed_up_changes_no_bit(op, case):
-    """harness.core.interpreter_speed (one language patch a grid, numpy reductions for declared
+    """kernels.runtime.interpreter_speed (one language patch a grid, numpy reductions for declared
     combine functions) against the interpreter as Triton ships it: the same outputs, bitwise."""
     from harness.core.cases import Case
-    from harness.core.interpreter_speed import install, interpreter_as_shipped
+    from kernels.runtime.interpreter_speed import install, interpreter_as_shipped
     from harness.core.registry import records
     from harness.core.specs import get_spec
 
-    assert install(), "the interpreter is not shaped as harness.core.interpreter_speed expects"
+    assert install(), "the interpreter is not shaped as kernels.runtime.interpreter_speed expects"
     spec = get_spec(op)
     params = tuple((k, v) for k, v in case.items() if k not in ("tokens", "hidden"))
     inputs = spec.make_inputs(Case(op, tokens=case["tokens"], hidden=case.get("hidden", 0),
@@ -128,10 +128,10 @@ def test_interpreter_speed_up_changes_no_bit(op, case):
 def test_e4m3_cast_trusted_only_where_it_rounds_to_nearest_even(hip, capability, interpreted, want,
                                                                  monkeypatch):
     """The fp8 quantisers skip their bit-level rounding only where Triton's cast is the GPU's
-    round-to-nearest-even instruction (``kernels.triton_utils.e4m3_cast_rounds``); anywhere else a
+    round-to-nearest-even instruction (``kernels.runtime.triton_utils.e4m3_cast_rounds``); anywhere else a
     value on a rounding boundary would land on the other e4m3 neighbour."""
-    from harness.core import device as core_device
-    from kernels import triton_utils
+    from kernels.runtime import device as core_device
+    from kernels.runtime import triton_utils
 
     monkeypatch.setattr(torch.version, "hip", hip)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)

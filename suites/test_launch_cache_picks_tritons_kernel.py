@@ -1,4 +1,4 @@
-"""A launch that skips ``JITFunction.run`` (``kernels.launch_cache``) must run the kernel Triton
+"""A launch that skips ``JITFunction.run`` (``kernels.runtime.launch_cache``) must run the kernel Triton
 would have picked: one compiled for another pointer alignment, int range or dtype reads its
 arguments wrongly, silently. The key it keeps kernels under must separate every pair of
 arguments that Triton's own specialisation separates."""
@@ -10,8 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import launch_cache
-from kernels.triton_utils import Launch
+from kernels.runtime import launch_cache
+from kernels.runtime.triton_utils import Launch
 
 pytestmark = [pytest.mark.implementation("triton"), pytest.mark.machinery]
 
@@ -42,7 +42,7 @@ def test_key_separates_every_pair_triton_separates():
         if key_a == key_b:
             assert _tritons(a) == _tritons(b), (
                 f"one launch-cache key for {_describe(a)} and {_describe(b)}, which Triton "
-                f"specialises apart ({_tritons(a)} vs {_tritons(b)}): kernels.launch_cache."
+                f"specialises apart ({_tritons(a)} vs {_tritons(b)}): kernels.runtime.launch_cache."
                 "specialisation_key must tell them apart")
 
 
@@ -89,7 +89,7 @@ def test_a_kept_kernel_is_the_one_jit_picks_and_computes_the_same():
                     f"{launch_cache.TESTED_TRITON} (here Triton {triton.__version__}, "
                     f"ROCm {torch.version.hip})")
     assert launch_cache.usable(), ("compiled on NVIDIA with a Triton this was read for, and no "
-                                   "launch hook: kernels.launch_cache.usable() should say yes")
+                                   "launch hook: kernels.runtime.launch_cache.usable() should say yes")
     gen = torch.Generator(device="cuda").manual_seed(0)
     buf = torch.randn(3, 4096 + 64, device="cuda", generator=gen)
     launches = {}

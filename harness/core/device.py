@@ -12,26 +12,12 @@ import os
 
 import torch
 
-
-def has_gpu() -> bool:
-    return torch.cuda.is_available()
+from kernels.runtime.device import (has_gpu, multiprocessors, triton_interpreted,  # noqa: F401
+                                    triton_unavailable_reason)
 
 
 def default_device() -> str:
     return "cuda" if has_gpu() else "cpu"
-
-
-@functools.lru_cache(maxsize=64)
-def multiprocessors(device: torch.device) -> int | None:
-    """Streaming multiprocessors of a CUDA (or ROCm) device; None for any other device. Cached:
-    launch shapes ask for it on every call."""
-    if device.type != "cuda":
-        return None
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def triton_interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 @functools.cache
@@ -44,28 +30,17 @@ def configure_triton(cpu_tensors: bool = False) -> None:
     themselves unavailable on a machine with no GPU instead of running slowly on CPU. When the
     interpreter is on, its fp32 -> bf16 casts are made to round as the GPU's do
     (:mod:`harness.core.interpreter_rounding`), and its helper calls stop re-patching the
-    language (:mod:`harness.core.interpreter_speed`).
+    language (:mod:`kernels.runtime.interpreter_speed`).
     """
     if (cpu_tensors or not has_gpu()) and "TRITON_INTERPRET" not in os.environ:
         if os.environ.get("HARNESS_NO_TRITON_INTERPRET", "0") in ("", "0"):
             os.environ["TRITON_INTERPRET"] = "1"
     if triton_interpreted():
-        from harness.core import interpreter_rounding, interpreter_speed
+        from harness.core import interpreter_rounding
+        from kernels.runtime import interpreter_speed
 
         interpreter_rounding.install()
         interpreter_speed.install()
-
-
-def triton_unavailable_reason() -> str | None:
-    """None when Triton kernels can run here, else why they cannot and what to do."""
-    try:
-        import triton  # noqa: F401
-    except ImportError as exc:
-        return f"triton is not installed ({exc}); install it with `pip install triton`"
-    if has_gpu() or triton_interpreted():
-        return None
-    return ("no GPU and TRITON_INTERPRET is off; set TRITON_INTERPRET=1 (or unset "
-            "HARNESS_NO_TRITON_INTERPRET) to run the Triton kernels under the interpreter")
 
 
 def describe() -> dict[str, str]:

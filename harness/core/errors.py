@@ -1,23 +1,11 @@
-"""The errors of a contract: the caller's (bad arguments) and the implementation's (bad outputs)."""
+"""The errors of a contract: the caller's (bad arguments, :mod:`kernels.runtime.errors`, which the
+shipped kernels raise) and the implementation's (bad outputs), and what counts as out of memory."""
 
-
-class ContractError(ValueError):
-    """A call that breaks an op's argument contract (../shared/spec/ops.md); raised by the
-    shipped kernels with a message naming the argument and the fix."""
+from kernels.runtime.errors import ContractError, require  # noqa: F401
 
 
 class ContractViolation(AssertionError):
     """An implementation broke the op's output contract (count, shape, dtype)."""
-
-
-def require(cond: bool, msg, section: int) -> None:
-    """Raises ContractError with ``msg`` and the contract's section of ../shared/spec/ops.md when
-    ``cond`` is false. ``msg`` may be a callable that builds the message: the shipped kernels
-    check their arguments on every call, and formatting shapes into messages that are never shown
-    cost their hot path."""
-    if not cond:
-        raise ContractError(f"{msg() if callable(msg) else msg} (contract: ../shared/spec/ops.md "
-                            f"section {section})")
 
 
 OUT_OF_MEMORY_ERRORS: list[type[BaseException]] = []

@@ -13,7 +13,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from harness.core import call_sequences, deferred, layouts, metrics
+from harness.core import call_sequences, layouts, metrics
+from kernels.runtime import deferred
 from harness.core.cases import Case
 from harness.core.errors import ContractViolation
 from harness.core.fuzz_space import FuzzSpace

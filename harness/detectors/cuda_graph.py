@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from harness.core import deferred
+from kernels.runtime import deferred
 from harness.core.results import Finding, result_row
 from harness.core.metrics import differing_tokens
 from harness.evaluate import kept, tensors_of

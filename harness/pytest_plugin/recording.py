@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from harness.core import deferred
+from kernels.runtime import deferred
 from harness.core import device as harness_device
 from harness.core.errors import is_out_of_memory
 from harness.core.registry import records

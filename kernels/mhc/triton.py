@@ -41,12 +41,12 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
-from harness.core.memo import per_signature
+from kernels.runtime.device import multiprocessors, triton_interpreted, triton_unavailable_reason
+from kernels.runtime.memo import per_signature
 from harness.core.registry import register
 from kernels.mhc import validate
 from kernels.mhc.ops import FUSED_AS_COMPOSITION
-from kernels.triton_utils import (Launch, cdiv, dependent_launch, dot_bf16, next_power_of_2,
+from kernels.runtime.triton_utils import (Launch, cdiv, dependent_launch, dot_bf16, next_power_of_2,
                                   release_next_kernel, to_bf16_rtne, wait_for_previous_kernel)
 
 

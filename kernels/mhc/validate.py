@@ -2,15 +2,15 @@
 
 Each error names the argument, what was given and what the contract wants, so a caller can fix
 the call without reading the kernel. The checks read metadata only, so each runs once per call
-signature (``harness.core.memo``).
+signature (``kernels.runtime.memo``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from harness.core.errors import ContractError, require  # noqa: F401  (re-exported: raised by these checks)
-from harness.core.memo import per_signature
+from kernels.runtime.errors import ContractError, require  # noqa: F401  (re-exported: raised by these checks)
+from kernels.runtime.memo import per_signature
 
 
 def _want(cond: bool, msg) -> None:

@@ -11,7 +11,7 @@ On the GPU the dot products run on fp8 tensor cores; under the CPU interpreter t
 on the same fp8 values (the contract's "may compute in higher precision").
 
 Index values (windows, context lengths, slots) are checked inside the kernels, which clamp or
-skip what is out of range and flag an error word of ``harness.core.deferred`` (no host
+skip what is out of range and flag an error word of ``kernels.runtime.deferred`` (no host
 synchronisation on the hot path).
 
 Big calls take key blocks of two halves (``_mqa_logits_wide``, chosen by ``key_halves_for``):
@@ -30,12 +30,12 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.core import deferred
-from harness.core.device import multiprocessors, triton_interpreted, triton_unavailable_reason
-from harness.core.memo import per_signature
+from kernels.runtime import deferred
+from kernels.runtime.device import multiprocessors, triton_interpreted, triton_unavailable_reason
+from kernels.runtime.memo import per_signature
 from harness.core.registry import Unsupported, register
 from kernels.sparse_indexer import validate
-from kernels.triton_utils import (Launch, cdiv, div_rn_by_reciprocal, e4m3_cast_rounds, error_word,
+from kernels.runtime.triton_utils import (Launch, cdiv, div_rn_by_reciprocal, e4m3_cast_rounds, error_word,
                                   next_power_of_2, pow2_ceil, round_to_e4m3)
 
 _INTERPRETED = triton_interpreted()

@@ -1,14 +1,14 @@
 """Argument checks of the indexer contract (ops.md section 3), shared by the shipped backends.
 
-The checks of shapes and dtypes run once per call signature (``harness.core.memo``); those of
+The checks of shapes and dtypes run once per call signature (``kernels.runtime.memo``); those of
 index values read the device, so they run every call, outside a capture, where asked."""
 
 from __future__ import annotations
 
 import torch
 
-from harness.core.errors import require
-from harness.core.memo import per_signature
+from kernels.runtime.errors import require
+from kernels.runtime.memo import per_signature
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0

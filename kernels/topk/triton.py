@@ -21,7 +21,7 @@ first) depends only on the row, whatever the chunking, the launch split or the r
 
 Window values (row_starts / row_ends / seq_lens) are checked inside the kernels: they are
 clamped so no access leaves the row, and the worst error (code and row) is kept in an error
-word of ``harness.core.deferred``: no host synchronisation on the hot path; the contract error
+word of ``kernels.runtime.deferred``: no host synchronisation on the hot path; the contract error
 is raised by ``deferred.raise_pending()`` (the harness calls it after every call it judges).
 
 NaN is never selected (../shared/spec/ops.md): its order key (``NAN_KEY``) is below every other,
@@ -41,12 +41,12 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.core import deferred
-from harness.core.device import triton_interpreted, triton_unavailable_reason
-from harness.core.interpreter_speed import vectorised_reduction
+from kernels.runtime import deferred
+from kernels.runtime.device import triton_interpreted, triton_unavailable_reason
+from kernels.runtime.interpreter_speed import vectorised_reduction
 from harness.core.registry import register
 from kernels.topk import validate
-from kernels.triton_utils import Launch, cdiv, error_word, next_power_of_2
+from kernels.runtime.triton_utils import Launch, cdiv, error_word, next_power_of_2
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
@@ -950,7 +950,7 @@ def _regs(cap: int | None) -> dict:
 
 
 def _window_errors(logits, op: str, starts_name: str) -> tuple:
-    """The error word of one call (``harness.core.deferred``) and its message."""
+    """The error word of one call (``kernels.runtime.deferred``) and its message."""
     explain = _window_explainer(op, starts_name, logits.shape[1])
     return deferred.claim(logits.device, explain), explain
 

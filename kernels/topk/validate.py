@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.errors import ContractError, require  # noqa: F401  (re-exported: raised by these checks)
-from harness.core.memo import per_signature
+from kernels.runtime.errors import ContractError, require  # noqa: F401  (re-exported: raised by these checks)
+from kernels.runtime.memo import per_signature
 
 
 def _want(cond: bool, msg) -> None:
@@ -34,7 +34,7 @@ def check_common(logits, indices, num_rows, stride0, stride1, top_k) -> None:
 def check_prefill_args(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
                        top_k) -> None:
     """Every check that needs no look at device values (no synchronisation), once per call
-    signature (``harness.core.memo``)."""
+    signature (``kernels.runtime.memo``)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
     for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
         _want(isinstance(t, torch.Tensor) and t.dtype == torch.int32 and t.dim() == 1
@@ -70,7 +70,7 @@ def decode_row_ends(seq_lens: torch.Tensor, next_n: int, num_rows: int) -> torch
 def check_decode_args(logits, next_n, seq_lens, indices, num_rows, stride0, stride1,
                       top_k) -> None:
     """Every check that needs no look at device values (no synchronisation), once per call
-    signature (``harness.core.memo``)."""
+    signature (``kernels.runtime.memo``)."""
     check_common(logits, indices, num_rows, stride0, stride1, top_k)
     _want(int(next_n) >= 1, lambda: f"next_n must be >= 1, got {next_n}")
     _want(isinstance(seq_lens, torch.Tensor) and seq_lens.dtype == torch.int32

@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import launch_cache
+from kernels.runtime import launch_cache
 
 try:
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
@@ -35,7 +35,7 @@ class Launch:
     launch options. Calling it is ``kernel[grid](*args, *scalars, *after, **constexprs)``
     without rebuilding any of them (``JITFunction.run`` is what ``kernel[grid]`` calls). The
     kernels that call compiled are kept by what they were specialised on and launched again
-    directly (``kernels.launch_cache``)."""
+    directly (``kernels.runtime.launch_cache``)."""
     kernel: object
     grid: tuple
     scalars: tuple
@@ -58,7 +58,7 @@ class Launch:
 def compiled_for_nvidia(device: torch.device, capability: tuple) -> bool:
     """Whether kernels on ``device`` are compiled by Triton's NVIDIA backend for a GPU of at least
     ``capability``: not the interpreter, not ROCm (whose MI300 reports capability 9.4)."""
-    from harness.core.device import triton_interpreted
+    from kernels.runtime.device import triton_interpreted
     return (device.type == "cuda" and torch.version.hip is None and not triton_interpreted()
             and tuple(torch.cuda.get_device_capability(device)) >= capability)
 
@@ -180,6 +180,6 @@ def pow2_ceil(x):
 
 @triton.jit
 def error_word(code, row):
-    """The device side of ``harness.core.deferred.pack``: ``code << 24 | row`` (row clamped to
+    """The device side of ``kernels.runtime.deferred.pack``: ``code << 24 | row`` (row clamped to
     24 bits), so ``atomic_max`` keeps the worst code, then the last row."""
     return (code.to(tl.int32) << 24) | tl.minimum(row, 0xFFFFFF).to(tl.int32)

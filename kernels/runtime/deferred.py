@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.core.errors import ContractError
+from kernels.runtime.errors import ContractError
 
 RING = 4096
 CAPTURED = 4096

@@ -3,7 +3,7 @@
 ``JITFunction.run`` binds the arguments, builds the specialisation key as a string, looks the
 kernel up and checks the kernel's globals on every call: about three times what the compiled
 kernel's own launcher costs the host (docs/kernels/launches.md has the measurements). A
-``kernels.triton_utils.Launch`` keeps the kernels ``JITFunction.run`` gave it under
+``kernels.runtime.triton_utils.Launch`` keeps the kernels ``JITFunction.run`` gave it under
 ``specialisation_key`` and calls their launchers directly. That key holds at least what Triton
 3.6 specialises a compiled NVIDIA kernel on (an int's type by range, whether it is 1, whether it
 divides by 16; a tensor's dtype and 16-byte alignment; a float's type), so a kernel found under
@@ -30,7 +30,7 @@ _through_jit = False
 
 @functools.cache
 def _possible() -> bool:
-    from harness.core.device import triton_interpreted
+    from kernels.runtime.device import triton_interpreted
 
     return (triton.__version__.startswith(TESTED_TRITON) and torch.version.hip is None
             and torch.cuda.is_available() and not triton_interpreted())
