@@ -8,7 +8,7 @@
 torch.topk runs on the full rows (what the issue measured); the Triton decode op gets every row
 valid to its last column, so both select k of the same N values. Two Triton rows: ``triton op``
 is the registered op (argument checks, a claimed error word, two or three launches; no host
-synchronisation: the window check is read later, see ``harness.core.deferred``); ``triton
+synchronisation: the window check is read later, see ``kernels.runtime.deferred``); ``triton
 kernels`` is the launches alone. Both are timed as CUDA-graph replays (``common.timed``); the
 host time of an eager call is in ``host us``. ``ties`` data shares the top 22 bits of every
 value (vLLM's 10LSBits generator), so the whole row lands in one coarse bin and the long-row finish

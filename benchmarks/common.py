@@ -76,7 +76,7 @@ def timed(fn: Callable[[], object], warmup: int = 10, rep: int = 100) -> Timing:
     Eager timing of a small call measures the host whenever launching takes longer than the GPU
     work, and moves with the host from run to run; a graph replay does not, so a call that can be
     captured is replayed (docs/benchmarks.md has the measurements)."""
-    from harness.core import deferred
+    from kernels.runtime import deferred
     from harness.detectors.cuda_graph import capture
 
     launches = _recorded_launches(fn)
@@ -112,7 +112,7 @@ def per_call_in_step(calls: list[Callable[[], object]], warmup: int = 10,
     the graph's own launch latency (paid once per step) is shared by all of them. Give each call
     its own inputs and weights, so that none of them finds another's bytes in L2. NaN when the
     calls cannot be captured (``timed`` then times them eagerly); a failing replay raises."""
-    from harness.core import deferred
+    from kernels.runtime import deferred
     from harness.detectors.cuda_graph import capture
 
     graph = torch.cuda.CUDAGraph()
@@ -131,7 +131,7 @@ def _recorded_launches(fn: Callable[[], object]) -> list:
     ``fn`` makes, every one through ``JITFunction.run``."""
     from triton.runtime.jit import JITFunction
 
-    from kernels import launch_cache
+    from kernels.runtime import launch_cache
 
     launches = []
     run = JITFunction.run
@@ -170,9 +170,9 @@ def bare_launches(fn: Callable[[], object], launches: list | None = None) -> Cal
 
 def launcher_launches(launches: list) -> Callable[[], None] | None:
     """The same launches through the compiled kernels' own launchers, arguments bound once: the
-    floor of any launch from Python (``kernels.launch_cache``). None where that module does not
+    floor of any launch from Python (``kernels.runtime.launch_cache``). None where that module does not
     launch so (another Triton, ROCm) or a grid is a function."""
-    from kernels import launch_cache
+    from kernels.runtime import launch_cache
 
     if not launches or not launch_cache.usable() or any(callable(g) for _, _, g, _, _ in launches):
         return None
