@@ -307,7 +307,8 @@ def cmd_vendors(args) -> int:
         return EXIT_UNTESTABLE
     profile = meta.get("profile", "?")
     matrix = vendors.table(df, meta.get("skipped_cases") or [], profile, unavailable(),
-                           meta.get("environment") or {}, cases_dir=folder / "cases")
+                           meta.get("environment") or {}, cases_dir=folder / "cases",
+                           failed_cases=meta.get("failed_cases") or [])
     print("\n".join(vendors.markdown(matrix, profile)))
     judged = matrix["status"].isin([vendors.PASS, vendors.FAIL, vendors.KNOWN])
     if not vendors.failed(matrix).empty:

@@ -106,3 +106,24 @@ def test_harness_vendors_exit_code_follows_the_matrix(tmp_path, acme_only, capsy
     assert "**FAIL**" in capsys.readouterr().out
     (tmp_path / "empty").mkdir()
     assert cli.main(["vendors", str(tmp_path / "empty")]) == 125
+
+
+def test_a_test_that_raised_before_recording_a_row_fails_its_cell(tmp_path, acme_only):
+    """A vendor crashing on a view (or anything raising before its comparison) leaves no result
+    row; run.json's failed sweep cases still make its cell FAIL, with the exception."""
+    _acme_run(tmp_path)
+    from harness.reports.summary import load_results, read_meta
+
+    crashed = {"case_op": "mhc_post", "impl": "acme-triton", "tokens": 3, "hidden": 64,
+               "params": {"data": "outliers"}, "error": "RuntimeError: view size is not compatible",
+               "test": "suites/test_mhc_accuracy.py::test_matches_reference[mhc_post-T3-acme-triton]"}
+    meta = read_meta(tmp_path)
+    matrix = vendors.table(load_results(tmp_path), meta["skipped_cases"], "smoke", {},
+                           meta["environment"], cases_dir=tmp_path / "cases",
+                           failed_cases=[crashed, {**crashed, "test": FAILING_TEST}])
+    outliers = _row(matrix, "acme-triton", "mhc_post", "outliers")
+    assert (outliers.status, outliers.failed) == (vendors.FAIL, 1)
+    assert "view size is not compatible" in outliers.worst
+    assert crashed["test"] in outliers.reproduce
+    tiny = _row(matrix, "acme-triton", "mhc_post", "tiny")
+    assert (tiny.cases, tiny.failed) == (2, 2), "a test with failing rows is not counted again"

@@ -46,6 +46,7 @@ class Tally:
     failed: list = dataclasses.field(default_factory=list)
     out_of_memory: list = dataclasses.field(default_factory=list)
     skipped_cases: list = dataclasses.field(default_factory=list)
+    failed_cases: list = dataclasses.field(default_factory=list)
     timed_out: list = dataclasses.field(default_factory=list)
     failed_about: dict = dataclasses.field(default_factory=dict)
     coverage: dict = dataclasses.field(default_factory=dict)
@@ -76,6 +77,9 @@ class Tally:
         case = dict(report.user_properties).get(CASE_PROPERTY)
         if case:
             self._count(report, json.loads(case))
+            if report.failed:
+                self.failed_cases.append({**json.loads(case), "test": report.nodeid,
+                                          "error": _crash_line(report)})
         if report.when == "call" and not report.skipped:
             for key, value in report.user_properties:
                 if key == "impl":
@@ -87,6 +91,13 @@ class Tally:
                           else str(report.longrepr))
                 self.skipped_cases.append({**json.loads(case),
                                            "reason": str(reason).removeprefix("Skipped: ")})
+
+
+def _crash_line(report) -> str:
+    """The failed test's exception in one line (pytest's crash message), at most 300 chars."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = getattr(crash, "message", None) or (report.longreprtext.strip().splitlines() or [""])[-1]
+    return " ".join(str(text).split())[:300]
 
 
 TALLY = pytest.StashKey[Tally]()
@@ -217,6 +228,7 @@ def pytest_sessionfinish(session, exitstatus):
                timed_out=list(tally.timed_out), case_time_limit_s=case_time_limit(config),
                **stopped(config, exitstatus),
                skipped_cases=list(tally.skipped_cases),
+               failed_cases=list(tally.failed_cases),
                impl_required=_required(config),
                collected=_collected(config, folder),
                shard=config.getoption("shard"), **judged)

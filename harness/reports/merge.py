@@ -181,6 +181,7 @@ def merge(folders: list[pathlib.Path], out: pathlib.Path) -> dict:
             "failed": [t for m in metas for t in m.get("failed", [])],
             "out_of_memory": [t for m in metas for t in m.get("out_of_memory", [])],
             "skipped_cases": [s for m in metas for s in m.get("skipped_cases", [])],
+            "failed_cases": [s for m in metas for s in m.get("failed_cases", [])],
             "timed_out": [t for m in metas for t in m.get("timed_out", [])],
             "crashed": _first_of(metas, "crashed", folders),
             "interrupted": _first_of(metas, "interrupted", folders),

@@ -110,7 +110,8 @@ def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathl
     cov = coverage.table(df, meta.get("skipped_cases") or [], profile)
     lines += coverage.markdown(cov, profile)
     matrix = vendors.table(df, meta.get("skipped_cases") or [], profile, unavailable(),
-                           meta.get("environment") or {}, modules, folder / "cases")
+                           meta.get("environment") or {}, modules, folder / "cases",
+                           failed_cases=meta.get("failed_cases") or [])
     matrix.to_csv(folder / "vendors.csv", index=False)
     lines += vendors.markdown(matrix, profile)
     not_run = []

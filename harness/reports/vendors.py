@@ -59,13 +59,16 @@ def _worst(rows: pd.DataFrame) -> pd.Series:
 
 def table(df: pd.DataFrame, skipped: Iterable[dict], profile: str,
           not_run: dict[tuple[str, str], str], release: dict[str, str] | None = None,
-          impl_modules: list[str] | None = None, cases_dir: pathlib.Path | None = None
-          ) -> pd.DataFrame:
+          impl_modules: list[str] | None = None, cases_dir: pathlib.Path | None = None,
+          failed_cases: Iterable[dict] = ()) -> pd.DataFrame:
     """One row per (vendor, implementation, op, cell) of every adapter's implementations;
-    ``not_run``: the registry's (op, implementation) -> reason for what cannot run here."""
+    ``not_run``: the registry's (op, implementation) -> reason for what cannot run here;
+    ``failed_cases``: the sweep cases whose test failed (run.json), so that a test that raised
+    before it recorded a row still fails its cell."""
     specs = all_specs()
     release = {**releases(), **(release or {})}
     skipped = list(skipped)
+    df = with_unrecorded_failures(df, failed_cases)
     real = df[df["verdict"] != "not run"] if not df.empty else df
     out = []
     for adapter in _adapters():
@@ -99,6 +102,24 @@ def table(df: pd.DataFrame, skipped: Iterable[dict], profile: str,
         if col not in frame.columns:
             frame[col] = ""
     return frame[list(COLUMNS)].fillna("")
+
+
+def with_unrecorded_failures(df: pd.DataFrame, failed_cases: Iterable[dict]) -> pd.DataFrame:
+    """``df`` plus one failing row for each failed sweep-case test that recorded no failing row
+    (it raised before its comparison: a crash on a view, a contract violation in the test's own
+    set-up), its detail the exception."""
+    failing = set(df.loc[df["verdict"] == "fail", "test"].astype(str)) \
+        if not df.empty and "test" in df else set()
+    extra = [{"op": c.get("case_op"), "case_op": c.get("case_op"), "impl": c.get("impl"),
+              "case": c["test"].rsplit("[", 1)[-1].rstrip("]"), "check": "test", "output": "*",
+              "verdict": "fail", "tokens": c.get("tokens"), "hidden": c.get("hidden"),
+              "params": json.dumps(c.get("params") or {}), "test": c["test"],
+              "detail": f"the test failed before it recorded a comparison: {c.get('error', '')}"}
+             for c in failed_cases if c.get("test") and c["test"] not in failing]
+    if not extra:
+        return df
+    return pd.concat([df, pd.DataFrame(extra)], ignore_index=True) if not df.empty \
+        else pd.DataFrame(extra)
 
 
 def _also_skipped(skip_reasons: list[str]) -> str:
