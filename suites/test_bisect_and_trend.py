@@ -14,7 +14,8 @@ from harness.reports.summary import write_meta
 from harness.reports.trend import compare_runs, write_trend
 
 # the harness runs here are subprocesses
-pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery,
+              pytest.mark.usefixtures("without_vendor_adapters")]
 
 GOOD = """from harness.core.registry import register
 from kernels.mhc.torch import mhc_post_compute

@@ -21,7 +21,8 @@ from harness.core.verdicts import (EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, coverag
                                      run_verdict, judged_exit_status)
 from harness.subprocess_env import child_env
 
-pytestmark = [pytest.mark.machinery, pytest.mark.host_only]
+pytestmark = [pytest.mark.machinery, pytest.mark.host_only,
+              pytest.mark.usefixtures("without_vendor_adapters")]
 
 HEADER = """
 import torch

@@ -22,7 +22,8 @@ import pytest
 
 from harness.subprocess_env import child_env
 
-pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery,
+              pytest.mark.usefixtures("without_vendor_adapters")]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ENV = {**child_env(), "HARNESS_ADAPTERS": "none"}

@@ -15,7 +15,8 @@ from harness.pytest_plugin.shards import ShardError, parse
 from harness.subprocess_env import child_env
 
 # the harness runs here are subprocesses
-pytestmark = [pytest.mark.host_only, pytest.mark.machinery]
+pytestmark = [pytest.mark.host_only, pytest.mark.machinery,
+              pytest.mark.usefixtures("without_vendor_adapters")]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SELECTION = [str(ROOT / "suites" / "test_mhc_accuracy.py"), "-k", "mhc_post and torch"]
