@@ -149,3 +149,30 @@ def test_a_run_scoped_by_impl_leaves_other_vendor_packages_unimported():
     assert "not loaded" not in out["liger"], out
     available, reason = out["vllm_triton"]
     assert not available and "not loaded: this run's --impl (liger)" in reason, reason
+
+
+def test_interpreted_vendors_skip_says_so_and_never_holds_back_a_judged_one(tmp_path):
+    """``--interpreted-vendors skip`` (the test command's) skips a vendor's Triton sweep cases
+    on a CPU with a reason naming `harness run`, counts them as not judged in run.json, keeps the
+    shipped kernels and vendors' torch paths, and never skips a vendor the run names."""
+    suites = pathlib.Path(__file__).resolve().parent
+
+    def run(*extra):
+        folder = tmp_path / f"r{len(extra)}"
+        cmd = [sys.executable, "-m", "pytest", str(suites / "test_mhc_accuracy.py"), "-q",
+               "-p", "no:xdist", "-p", "no:cacheprovider", "--interpreted-vendors", "skip",
+               "-k", "test_matches_reference and mhc_post and T7 and (liger or torch)",
+               "--report-dir", str(folder), "-rs", *extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=suites.parent,
+                              env=child_env(HARNESS_ADAPTERS="liger"))
+        return proc, json.loads((folder / "run.json").read_text())
+
+    proc, meta = run()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "liger is a vendor's Triton entry, which this run leaves to `harness run`" in proc.stdout
+    left = [c for c in meta["skipped_cases"] if c["impl"] == "liger"]
+    assert left and all(c["not_judged"] == "interpreter" for c in left), left
+    assert meta["cases_run"].get("torch") and not meta["cases_run"].get("liger"), meta["cases_run"]
+    proc, meta = run("--impl", "liger")
+    assert "leaves to `harness run`" not in proc.stdout and meta["cases_run"].get("liger"), \
+        proc.stdout[-3000:]

@@ -46,6 +46,11 @@ def pytest_addoption(parser):
                     help="write the report folder here: result rows (CSV, JSON), junit.xml, "
                          "run.json, summary.md, report.html, and cases/ (failing cases, for "
                          "`harness replay`)")
+    group.addoption("--interpreted-vendors", choices=("run", "skip"), default="run",
+                    help="skip: on a CPU, vendors' Triton entries are not swept under the Triton "
+                         "interpreter unless --impl/--require names them; each case is skipped "
+                         "saying so (the test command's choice: `harness run` and the GPU "
+                         "profiles sweep them; vendors' torch paths and adapter tests still run)")
     group.addoption("--save-cases", action="append", default=[], metavar="OP",
                     help="with --report-dir, also save every case of OP, passing or not")
 

@@ -89,12 +89,39 @@ def pytest_collection_modifyitems(config, items):
             if "gpu" in item.keywords:
                 item.add_marker(skip)
     for item in items:
+        _leave_interpreted_vendor(config, item)
         _tag_case(item)
     from harness.reports.coverage import PLAN_ENV
 
     plan = os.environ.get(PLAN_ENV)
     if plan:
         _write_plan(pathlib.Path(plan), items)
+
+
+def _leave_interpreted_vendor(config, item) -> None:
+    """With ``--interpreted-vendors skip`` on a CPU, a vendor's Triton sweep case is skipped,
+    saying so, unless the run judges that vendor (``--impl``, ``--require``, ``--ab``): the test
+    command's choice (``harness run`` and the GPU profiles sweep them; vendors' torch paths and
+    the adapter tests run either way)."""
+    target = getattr(item, "callspec", None) and item.callspec.params.get("target")
+    if (not isinstance(target, Target) or config.getoption("interpreted_vendors") != "skip"
+            or not harness_device.triton_interpreted() or not target.impl.triton
+            or target.impl.origin != "vendor" or target.not_judged):
+        return
+    named = set(config.getoption("impl") or []) | set(config.getoption("require") or [])
+    named |= set((config.getoption("ab") or "").split(","))
+    if target.impl.name in named:
+        return
+    item.add_marker(pytest.mark.skip(reason=(
+        f"{target.impl.name} is a vendor's Triton entry, which this run leaves to `harness run` "
+        "(--interpreted-vendors skip: the CPU's interpreter takes minutes over a vendor's sweep; "
+        f"--impl {target.impl.name} or `harness run` judges it)")))
+    item.stash[LEFT_TO_MAIN_JOB] = True
+
+
+LEFT_TO_MAIN_JOB = pytest.StashKey[bool]()
+"""Set on a sweep case ``--interpreted-vendors skip`` skipped: its coverage kind is
+``interpreter``."""
 
 
 def _tag_case(item) -> None:
@@ -106,7 +133,10 @@ def _tag_case(item) -> None:
         item.user_properties.append((CASE_PROPERTY, json.dumps(
             {"case_op": case.op, "tokens": case.tokens, "hidden": case.hidden,
              "params": dict(case.params), "impl": target.impl.name,
-             "not_judged": target.not_judged or ("device" if gpu_only else "")}, default=str)))
+             "not_judged": target.not_judged or ("device" if gpu_only else "")
+             or ("interpreter" if item.stash.get(LEFT_TO_MAIN_JOB, False) else "")},
+            default=str)))
+
 
 def _write_plan(path: pathlib.Path, items) -> None:
     with path.open("w") as out:
