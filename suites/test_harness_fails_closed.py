@@ -1,6 +1,9 @@
 """The engine itself fails closed: NaN, missing -inf masks, wrong shapes or dtypes, unknown ops,
 duplicate names and broken plugin modules are failures or clear errors, never a green result."""
 
+import pathlib
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,6 +17,7 @@ from harness.core.ops import UnknownOpError
 from harness.core.specs import get_spec
 from harness.evaluate import evaluate
 from harness.impl_modules import ImplModuleError, load_impl_module
+from harness.subprocess_env import child_env
 from harness.core.tolerances import Tolerance
 
 pytestmark = pytest.mark.machinery
@@ -388,3 +392,17 @@ def test_an_install_short_of_disk_stops_before_it_starts(monkeypatch, capsys):
     assert check_disk.main() == 0
     monkeypatch.setattr(check_disk, "find_spec", lambda name: object())
     assert check_disk.needed() == {}
+
+
+def test_an_unknown_profile_is_a_usage_error_naming_the_profiles(tmp_path):
+    """The profile is resolved once, when pytest configures the run: a misspelt one stops the
+    run there with the profiles to choose from, not with an internal error mid-collection."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/test_mhc_contract.py", "-q",
+                           "-p", "no:xdist", "-p", "no:cacheprovider", "--profile", "nightlly"],
+                          capture_output=True, text=True, timeout=300, env=child_env(
+                              HARNESS_ADAPTERS="none"),
+                          cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "--profile: unknown profile 'nightlly'; choose one of smoke, ci, nightly, full" in \
+        proc.stderr, proc.stderr[-2000:]
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from harness.core.ops import op_names
 from harness.core.registry import records
-from harness.profiles import get_profile
+from harness.pytest_plugin.context import run_profile
 
 VERDICT = pytest.StashKey[str]()
 
@@ -26,7 +26,7 @@ def judged_names(config) -> tuple[list[str], str]:
     if named:
         return sorted(named | required | ab), "named by --impl" + (
             " and --require" if required - named else "")
-    profile = get_profile(config.getoption("profile"))
+    profile = run_profile(config)
     default = {name for op in op_names() for name, impl in records(op).items()
                if impl.available and impl.origin in profile.judged_by_default}
     how = (f"the {profile.name} profile's default ({', '.join(profile.judged_by_default)} "
@@ -51,7 +51,7 @@ def registered() -> dict[str, dict]:
 def judging(config, tally) -> dict:
     """run.json's keys about what was judged (read by harness.core.verdicts)."""
     names, how = judged_names(config)
-    profile = get_profile(config.getoption("profile"))
+    profile = run_profile(config)
     return {"judged": names, "judged_how": how,
             "failed_about": dict(tally.failed_about),
             "coverage": [{"impl": impl, "op": op, **counts}

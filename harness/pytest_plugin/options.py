@@ -10,7 +10,7 @@ import pytest
 from harness import adapters, families
 from harness.core import device as harness_device
 from harness.core.registry import records
-from harness.pytest_plugin.context import report_dir, xdist_worker
+from harness.pytest_plugin.context import report_dir, run_profile, xdist_worker
 
 
 def pytest_addoption(parser):
@@ -92,6 +92,7 @@ def pytest_configure(config):
             from harness.pytest_plugin.durations import DurationLog
 
             config.pluginmanager.register(DurationLog(folder), "harness-durations")
+    run_profile(config)
     harness_device.configure_triton(cpu_tensors=config.getoption("device") == "cpu")
     for line in MARKERS:
         config.addinivalue_line("markers", line)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness.pytest_plugin.context import report_dir, xdist_worker
+from harness.pytest_plugin.context import report_dir, run_profile, xdist_worker
 
 INTERVAL_S = 30.0
 MIN_SHARE = 0.02
@@ -118,7 +118,5 @@ def pytest_configure(config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or xdist_worker(config) is not None or config.option.collectonly:
         return
-    from harness.profiles import get_profile
-
-    expected = _expected_seconds(report_dir(config), get_profile(config.getoption("profile")).name)
+    expected = _expected_seconds(report_dir(config), run_profile(config).name)
     config.pluginmanager.register(Progress(reporter, expected), "harness-progress")

@@ -16,8 +16,7 @@ from harness.core import device as harness_device
 from harness.core.errors import is_out_of_memory
 from harness.core.registry import records
 from harness.core.results import SESSION
-from harness.profiles import get_profile
-from harness.pytest_plugin.context import report_dir, xdist_worker
+from harness.pytest_plugin.context import report_dir, run_profile, xdist_worker
 from harness.pytest_plugin.in_flight import stopped
 from harness.pytest_plugin.selection import CASE_PROPERTY, COLLECTED, implementations_of
 from harness.pytest_plugin.sweep import Target
@@ -217,7 +216,7 @@ def pytest_sessionfinish(session, exitstatus):
     from harness.reports.summary import write_meta, write_summary
 
     started = config.stash.get(STARTED, datetime.datetime.now())
-    profile = get_profile(config.getoption("profile")).name
+    profile = run_profile(config).name
     write_meta(folder, profile=profile, pytest_exit=int(exitstatus),
                started=started.isoformat(),
                seconds=(datetime.datetime.now() - started).total_seconds(),

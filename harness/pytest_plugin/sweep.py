@@ -35,7 +35,8 @@ from harness.core.cases import Case
 from harness.core.registry import Implementation, records
 from harness.core.specs import OpSpec, get_spec
 from harness.profiles import (COMPOSED_INTERPRETER_MAX_TOKENS, INTERPRETER_MAX_ELEMENTS,
-                              INTERPRETER_MAX_TOKENS, Profile, get_profile, runs_for)
+                              INTERPRETER_MAX_TOKENS, Profile, runs_for)
+from harness.pytest_plugin.context import run_profile
 
 AXES = ("tokens", "hidden", "seed")
 
@@ -152,7 +153,7 @@ def pytest_generate_tests(metafunc):
     if "target" not in metafunc.fixturenames:
         return
     config = metafunc.config
-    profile = get_profile(config.getoption("profile"))
+    profile = run_profile(config)
     dev = config.getoption("device") or harness_device.default_device()
     ops = getattr(metafunc.module, "OPS", None)
     if not ops:

@@ -13,6 +13,8 @@ import re
 
 import pytest
 
+from harness.pytest_plugin.context import run_profile
+
 E2E_TIME_LIMIT_S = 1800.0
 """The end-to-end tests serve a model and run a benchmark: up to 430 s each on a 2-core CPU."""
 TIME_LIMIT = pytest.StashKey[float]()
@@ -31,9 +33,9 @@ def case_time_limit(config) -> float | None:
         if _user_set(config):
             config.stash[TIME_LIMIT] = float(config._env_timeout or 0) or None
         else:
-            from harness.profiles import get_profile
+            
 
-            config.stash[TIME_LIMIT] = get_profile(config.getoption("profile")).case_time_limit_s
+            config.stash[TIME_LIMIT] = run_profile(config).case_time_limit_s
     return config.stash[TIME_LIMIT]
 
 
