@@ -80,8 +80,9 @@ def fuzz_section(folder: pathlib.Path) -> list[str]:
 
 def write_summary(folder: pathlib.Path, profile: str, pytest_exit: int) -> pathlib.Path:
     """``summary.md`` and ``report.html``: the same findings, for a terminal and a browser."""
-    df = load_results(folder)
     meta = read_meta(folder)
+    df = report_tables.with_unrecorded_failures(load_results(folder),
+                                                meta.get("failed_cases") or [])
     judged = folder_verdict(folder, {**meta, "pytest_exit": int(pytest_exit)})
     record_verdict(folder, judged)
     why, verdict = judged.why, judged.headline

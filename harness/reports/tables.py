@@ -8,6 +8,7 @@ or the number of differing elements).
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pandas as pd
@@ -196,3 +197,21 @@ def failures(df: pd.DataFrame, profile: str, impl_modules: list[str], cases_dir=
     if len(groups) > limit:
         lines.append(f"- ... {len(groups) - limit} more groups in results*.csv")
     return lines + [""]
+
+
+def with_unrecorded_failures(df: pd.DataFrame, failed_cases: Iterable[dict]) -> pd.DataFrame:
+    """``df`` plus one failing row for each failed sweep-case test that recorded no failing row
+    (it raised before its comparison: a crash on a view, a contract violation in the test's own
+    set-up), its detail the exception."""
+    failing = set(df.loc[df["verdict"] == "fail", "test"].astype(str)) \
+        if not df.empty and "test" in df else set()
+    extra = [{"op": c.get("case_op"), "case_op": c.get("case_op"), "impl": c.get("impl"),
+              "case": c["test"].rsplit("[", 1)[-1].rstrip("]"), "check": "test", "output": "*",
+              "verdict": "fail", "tokens": c.get("tokens"), "hidden": c.get("hidden"),
+              "params": json.dumps(c.get("params") or {}), "test": c["test"],
+              "detail": f"the test failed before it recorded a comparison: {c.get('error', '')}"}
+             for c in failed_cases if c.get("test") and c["test"] not in failing]
+    if not extra:
+        return df
+    return pd.concat([df, pd.DataFrame(extra)], ignore_index=True) if not df.empty \
+        else pd.DataFrame(extra)

@@ -23,7 +23,7 @@ from harness.adapters.releases import RELEASE_KEY, adapters as _adapters, releas
 from harness.core.input_space import case_values
 from harness.core.results import KNOWN_DEVIATION
 from harness.core.specs import all_specs
-from harness.reports.tables import _replay, repro_command
+from harness.reports.tables import _replay, repro_command, with_unrecorded_failures
 
 PASS, FAIL, KNOWN = "pass", "FAIL", "known deviation"
 NOT_HERE, NOT_CONTRACT, ELSEWHERE = "not run here", "not this contract", "not in this profile"
@@ -102,24 +102,6 @@ def table(df: pd.DataFrame, skipped: Iterable[dict], profile: str,
         if col not in frame.columns:
             frame[col] = ""
     return frame[list(COLUMNS)].fillna("")
-
-
-def with_unrecorded_failures(df: pd.DataFrame, failed_cases: Iterable[dict]) -> pd.DataFrame:
-    """``df`` plus one failing row for each failed sweep-case test that recorded no failing row
-    (it raised before its comparison: a crash on a view, a contract violation in the test's own
-    set-up), its detail the exception."""
-    failing = set(df.loc[df["verdict"] == "fail", "test"].astype(str)) \
-        if not df.empty and "test" in df else set()
-    extra = [{"op": c.get("case_op"), "case_op": c.get("case_op"), "impl": c.get("impl"),
-              "case": c["test"].rsplit("[", 1)[-1].rstrip("]"), "check": "test", "output": "*",
-              "verdict": "fail", "tokens": c.get("tokens"), "hidden": c.get("hidden"),
-              "params": json.dumps(c.get("params") or {}), "test": c["test"],
-              "detail": f"the test failed before it recorded a comparison: {c.get('error', '')}"}
-             for c in failed_cases if c.get("test") and c["test"] not in failing]
-    if not extra:
-        return df
-    return pd.concat([df, pd.DataFrame(extra)], ignore_index=True) if not df.empty \
-        else pd.DataFrame(extra)
 
 
 def _also_skipped(skip_reasons: list[str]) -> str:
