@@ -1,7 +1,7 @@
 """Measure the logits error of every implementation that declares fp8 tensor-core accumulation
 (``fp8-mma``), and of the seeded bf16-intermediate faults, in units u = 2^-24 of each logit's
 bound (``sum_h |w| sum_d |q k| k_scale``): the figures ``FP8_MMA_U`` in
-``kernels/sparse_indexer/spec.py`` is set from (at most ~3x the worst real kernel, below the
+``kernels/sparse_indexer/compare.py`` is set from (at most ~3x the worst real kernel, below the
 best fault). A table on stdout; ``--json FILE`` for the rows.
 
     python scripts/calibrate_fp8_mma.py [--seeds 3] [--json out.json]
@@ -25,7 +25,7 @@ from harness import families  # noqa: E402
 from harness.core.cases import Case  # noqa: E402
 from harness.core.registry import records  # noqa: E402
 from harness.core.specs import get_spec  # noqa: E402
-from kernels.sparse_indexer.spec import U32  # noqa: E402
+from kernels.sparse_indexer.compare import U32  # noqa: E402
 
 SHAPES = {
     "fp8_mqa_logits": [dict(tokens=257, heads=64, seqs=3, context=2048),

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.sparse_indexer.spec import NEG_ZERO_FP8
+from kernels.sparse_indexer.compare import NEG_ZERO_FP8
 from kernels.sparse_indexer.triton import _to_e4m3
 from kernels.runtime.triton_utils import div_rn_by_reciprocal, e4m3_cast_rounds
 

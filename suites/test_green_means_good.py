@@ -190,7 +190,8 @@ def test_approximate_division_admits_a_few_values_one_step_off_not_a_rounding_mo
                                                                                   passes):
     """``fp32_division: approximate`` admits what div.full.f32 can do (a value one e4m3 step off
     near a rounding boundary, rarely); a writer rounding toward zero moves thousands."""
-    from kernels.sparse_indexer.spec import BLOCK_SIZE, HEAD_DIM, cache_row
+    from kernels.sparse_indexer.compare import cache_row
+    from kernels.sparse_indexer.inputs import BLOCK_SIZE, HEAD_DIM
 
     families.load()
     spec = get_spec("indexer_k_quant_and_cache")

@@ -13,7 +13,7 @@ from harness.core.cases import Case
 from harness.core.errors import ContractError
 from harness.core.specs import get_spec
 from kernels.sparse_indexer import torch as ref
-from kernels.sparse_indexer.spec import BLOCK_SIZE, HEAD_DIM
+from kernels.sparse_indexer.inputs import BLOCK_SIZE, HEAD_DIM
 
 OPS = INDEXER_OPS
 SHIPPED = ("torch", "triton")

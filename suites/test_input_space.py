@@ -35,7 +35,7 @@ def test_a_cell_left_out_of_a_profile_must_say_why():
 def test_every_value_distribution_is_one_entry_of_the_input_space():
     """A new distribution is one entry: every ``data`` name a spec can draw has its own cell."""
     from kernels.mhc.spec import DISTRIBUTIONS as MHC
-    from kernels.sparse_indexer.spec import DISTRIBUTIONS as INDEXER
+    from kernels.sparse_indexer.inputs import DISTRIBUTIONS as INDEXER
     from kernels.topk.spec import DISTRIBUTIONS as TOPK
 
     for ops, names in ((("mhc_pre", "mhc_post", "mhc_fused_post_pre", "hc_head"), MHC),

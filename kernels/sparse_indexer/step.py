@@ -26,8 +26,9 @@ from kernels.topk.batches import decode_seq_lens, ragged_prefill
 from harness.core.cases import Case, generator
 from kernels.topk.compare import SENTINEL, compare_topk, guard_violations, guarded_buffer
 from kernels.sparse_indexer import torch as ref
-from kernels.sparse_indexer.spec import (BLOCK_SIZE, HEAD_DIM, U32, _activations, _f64_logits,
-                                         cache_row)
+from kernels.sparse_indexer.compare import U32, cache_row
+from kernels.sparse_indexer.inputs import BLOCK_SIZE, HEAD_DIM, _activations
+from kernels.sparse_indexer.spec import _f64_logits
 from kernels.topk.torch import select_into
 
 STEP_OPS = ("indexer_k_quant_and_cache", "fp8_quantize_q", "fp8_mqa_logits",
