@@ -12,63 +12,115 @@ Exit codes follow ``git bisect run``: 0 good, 1 bad (a comparison failed), 125 c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 
 from harness.core.input_space import PROFILES as PROFILE_NAMES
-from harness.reports.summary import new_report_folder
 from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, folder_verdict
+from harness.options import (SELECTION_FLAG, Selection, SelectionError, add_options,
+                             selection_flags_in)
+from harness.reports.summary import new_report_folder
 
 
 def cmd_run(args) -> int:
+    try:
+        chosen = Selection.from_namespace(args)
+    except SelectionError as exc:
+        raise SystemExit(f"harness run: {exc}") from exc
+    return run_suites(chosen, output=args.output, workers=args.workers,
+                      compare_to=args.compare_to, fuzz_minutes=args.fuzz_minutes,
+                      self_tests=args.self_tests, pytest_args=args.pytest_args)
+
+
+def run_suites(selection: Selection, *, output: str | None = None, workers: str | None = None,
+               compare_to: str | None = None, fuzz_minutes: float | None = None,
+               self_tests: bool = False, pytest_args=()) -> int:
+    """``harness run``: the suites in a pytest child judging ``selection``, the trend, the
+    fuzzing after the sweep; the verdict's exit code."""
+    from harness import adapters
     from harness.core.device import configure_triton
     from harness.profiles import default_profile_name
     from harness.reports.summary import read_meta, write_summary
     from harness.supervise import run_pytest
 
-    configure_triton(cpu_tensors=args.device == "cpu")
-    profile = args.profile or default_profile_name()
-    folder = new_report_folder(args.output)
-    pytest_args = [str(pathlib.Path(__file__).resolve().parent.parent / "suites"),
-                   "--profile", profile, "--report-dir", str(folder), "-q",
-                   "-p", "no:cacheprovider"]
-    if not args.self_tests:
-        pytest_args += ["-m", JUDGING_ONLY]
-    for op in args.ops or []:
-        pytest_args += ["--op", op]
-    for name in args.impl:
-        pytest_args += ["--impl", name]
-    for name in getattr(args, "require", None) or []:
-        pytest_args += ["--require", name]
-    for mod in args.impl_module:
-        pytest_args += ["--impl-module", mod]
-    if getattr(args, "accept_partial_coverage", False):
-        pytest_args.append("--accept-partial-coverage")
-    if getattr(args, "ab", None):
-        pytest_args += ["--ab", ",".join(args.ab)]
-    if args.device:
-        pytest_args += ["--device", args.device]
-    workers = args.workers if args.workers is not None else default_workers(args.pytest_args)
-    if workers is not None:
-        pytest_args += ["-n", str(workers)]
-    if getattr(args, "shard", None):
-        pytest_args += ["--shard", args.shard]
-    code = run_pytest(pytest_args + list(args.pytest_args), folder, profile)
-    baseline = _baseline(args.compare_to, folder, profile)
+    selection, pytest_args = _fold_selection_flags(selection, list(pytest_args))
+    configure_triton(cpu_tensors=selection.device == "cpu")
+    profile = selection.profile or default_profile_name()
+    selection = dataclasses.replace(selection, profile=profile)
+    folder = new_report_folder(output)
+    selection_file = selection.write(folder)
+    if workers is None:
+        workers = default_workers(list(pytest_args))
+    code = run_pytest(pytest_argv(selection_file, folder, self_tests=self_tests, workers=workers,
+                                  passthrough=pytest_args), folder, profile)
+    baseline = _baseline(compare_to, folder, profile)
     regressions = 0
     if baseline is not None:
-        regressions = _trend(baseline, folder, explicit=args.compare_to not in (None, "auto"))
-    minutes = fuzz_minutes(profile, args)
+        regressions = _trend(baseline, folder, explicit=compare_to not in (None, "auto"))
+    minutes = planned_fuzz_minutes(profile, fuzz_minutes)
     fuzzed = bool(minutes) and folder_verdict(folder).code != EXIT_UNTESTABLE
     if fuzzed:
-        _fuzz_after_sweep(folder, minutes, args)
+        _fuzz_after_sweep(folder, minutes, selection)
     if baseline is not None or fuzzed or not read_meta(folder).get("verdict"):
+        adapters.scope_to(selection.adapter_scope())  # the summary's vendor matrix, as pytest's
         write_summary(folder, profile=profile, pytest_exit=code)
     verdict = folder_verdict(folder)
     print(f"report: {folder}" + (f" (trend against {baseline}: {regressions} worse)"
                                  if baseline is not None else ""))
     print(f"verdict: {verdict.why}")
     return verdict.code
+
+
+def _fold_selection_flags(selection: Selection, passthrough: list[str]):
+    """Selection options given after ``--`` (``harness run -- --impl X``, which earlier releases
+    passed on to pytest) join the selection, with a deprecation note: pytest reads the run's
+    selection from one file. Returns the selection and the rest of ``passthrough``."""
+    from harness.options import note_deprecated_passthrough, selection_from_pytest_flags
+
+    if not selection_flags_in(passthrough):
+        return selection, passthrough
+    try:
+        given, rest = selection_from_pytest_flags(passthrough)
+    except SelectionError as exc:
+        raise SystemExit(f"harness run: after --: {exc}") from exc
+    note_deprecated_passthrough(selection_flags_in(passthrough))
+    return selection.joined(given), rest
+
+
+SUITES = pathlib.Path(__file__).resolve().parent.parent / "suites"
+
+
+def pytest_argv(selection_file: pathlib.Path, folder: pathlib.Path, *, self_tests: bool = False,
+                workers: str | int | None = None, passthrough=()) -> list[str]:
+    """The pytest command line of ``harness run``: the selection as one file (never re-spelt
+    as options), the report folder, the judging suites, the workers, then what came after --.
+    Test files or node ids after -- (``harness run -- suites/test_layouts.py``) take the place
+    of the whole suites folder: pytest collects only them."""
+    passthrough = list(passthrough)
+    where = [] if _names_tests(passthrough) else [str(SUITES)]
+    args = [*where, SELECTION_FLAG, str(selection_file.resolve()), "--report-dir",
+            str(folder), "-q", "-p", "no:cacheprovider"]
+    if not self_tests:
+        args += ["-m", JUDGING_ONLY]
+    if workers is not None:
+        args += ["-n", str(workers)]
+    return args + list(passthrough)
+
+
+VALUED_PYTEST_FLAGS = ("-k", "-m", "-p", "-n", "-o", "-c", "-W", "--deselect", "--ignore")
+
+
+def _names_tests(args: list[str]) -> bool:
+    """Whether pytest arguments name a test file, a folder or a node id (an existing path,
+    before any ``::``, that is not the value of an option), which pytest then collects
+    instead of the suites."""
+    for before, arg in zip(["", *args], args):
+        path = pathlib.Path(arg.split("::")[0])
+        if arg and not arg.startswith("-") and before not in VALUED_PYTEST_FLAGS \
+                and (path.suffix == ".py" or path.is_dir()) and path.exists():
+            return True
+    return False
 
 
 def _trend(baseline: pathlib.Path, folder: pathlib.Path, explicit: bool) -> int:
@@ -96,30 +148,32 @@ machinery (its CLI, reports, sharding, fuzzer, imports, the E2E judge on seeded 
 
 
 FUZZ_MINUTES = {"nightly": 10.0, "full": 30.0}
-"""The fuzz budget after the sweep, by profile (``--fuzz MINUTES`` or HARNESS_FUZZ_MINUTES
-overrides; 0 turns it off): the grid runs first, then the search for what it does not hold."""
+"""The fuzz budget after the sweep, by profile (``--fuzz-minutes MINUTES`` or
+HARNESS_FUZZ_MINUTES overrides; 0 turns it off): the grid runs first, then the search for what it
+does not hold."""
 
 
-def fuzz_minutes(profile: str, args) -> float:
+def planned_fuzz_minutes(profile: str, given: float | None) -> float:
     import os
 
-    given = getattr(args, "fuzz", None)
     if given is None:
         given = os.environ.get("HARNESS_FUZZ_MINUTES")
     return float(given) if given not in (None, "") else FUZZ_MINUTES.get(profile, 0.0)
 
 
-def _fuzz_after_sweep(folder: pathlib.Path, minutes: float, args) -> None:
+def _fuzz_after_sweep(folder: pathlib.Path, minutes: float, selection: Selection) -> None:
     """The fuzzer over the sweep's ops and implementations, into ``folder/fuzz``; a failure it
     finds makes the run bad, as a sweep failure does (``folder_verdict`` reads fuzz.json)."""
     from harness.core.specs import all_specs
     from harness.fuzz.cli import fuzz
 
-    ops = [o for o in (args.ops or []) if o in all_specs()] or None
-    print(f"fuzz: {minutes:g} min over the sweep's implementations (harness fuzz; --fuzz 0 skips)")
-    code, fuzz_why = fuzz(folder / "fuzz", ops=ops, impls=args.impl,
-                          impl_modules=args.impl_module, minutes=minutes, device=args.device,
-                          database=str(folder.parent / ".hypothesis"), echo=False)
+    ops = [o for o in selection.ops if o in all_specs()] or None
+    print(f"fuzz: {minutes:g} min over the sweep's implementations (harness fuzz; "
+          "--fuzz-minutes 0 skips)")
+    code, fuzz_why = fuzz(folder / "fuzz", ops=ops, impls=list(selection.impls),
+                          impl_modules=list(selection.impl_modules), minutes=minutes,
+                          device=selection.device, database=str(folder.parent / ".hypothesis"),
+                          echo=False)
     print(f"fuzz: {fuzz_why} ({folder / 'fuzz' / 'fuzz.md'})")
 
 
@@ -228,14 +282,12 @@ def cmd_bisect(args) -> int:
     """One verdict for ``git bisect run``: the chosen ops' suites at a small profile."""
     import tempfile
 
+    if not args.op:
+        raise SystemExit("harness bisect: name the ops whose tests decide: --op OP (repeatable)")
     with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:
-        argv = ["run", "--profile", args.profile, "--output", tmp, "--compare-to", "none",
-                "--fuzz", "0", "--ops", *args.ops]
-        argv += [f"--impl={name}" for name in args.impl]
-        argv += [f"--impl-module={mod}" for mod in args.impl_module]
-        if args.workers is not None:
-            argv += ["--workers", args.workers]
-        code = cmd_run(build_parser().parse_args(argv + ["--", "-x", "-q", *args.pytest_args]))
+        code = run_suites(Selection.from_namespace(args), output=tmp, workers=args.workers,
+                          compare_to="none", fuzz_minutes=0.0,
+                          pytest_args=["-x", "-q", *args.pytest_args])
     print({EXIT_GOOD: "bisect verdict: good", EXIT_BAD: "bisect verdict: bad"}.get(
         code, "bisect verdict: skip (could not test)"))
     return code
@@ -343,118 +395,32 @@ def cmd_selftest(args) -> int:
     return EXIT_GOOD if bad.empty else EXIT_BAD
 
 
-def _run_args(run) -> None:
-    run.add_argument("--profile", choices=PROFILE_NAMES)
-    run.add_argument("--ops", nargs="+", metavar="OP",
-                     help="only the tests about these ops (their sweeps and suites)")
-    run.add_argument("--impl", action="append", default=[], help="only these implementations")
-    run.add_argument("--require", action="append", default=[], metavar="NAME",
-                     help="implementation that must be judged: its failures and coverage count "
-                     "(a vendor's too); 'could not test' (125) with the reason when it cannot run "
-                     "here or runs no case")
-    run.add_argument("--impl-module", action="append", default=[],
-                     help="module or .py file registering extra implementations")
-    run.add_argument("--accept-partial-coverage", action="store_true",
-                     help="call the run good even when a judged implementation's own "
-                     "declarations (Unsupported, CostLimit) skipped more of an op's cases than "
-                     "the profile's stated share, or the whole op (default: 125 with the counts)")
-    run.add_argument("--ab", nargs=2, metavar=("A", "B"),
-                     help="A/B mode: compare implementation B with A across the sweep")
-    run.add_argument("--device", choices=["cuda", "cpu"])
-    run.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. auto; 0: one process). "
-                     "Default: one per core on a CPU machine (capped by memory), none on a GPU "
-                     "host")
-    run.add_argument("--shard", metavar="I/N", help="run shard I of N of the profile (one job of "
-                     "a CI matrix or Slurm array); merge with `harness report DIR...`")
-    run.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")
-    run.add_argument("--fuzz", type=float, metavar="MINUTES", help="fuzz for MINUTES after the "
-                     "sweep (default: 10 for nightly, 30 for full, else none; 0 turns it off)")
-    run.add_argument("--self-tests", action="store_true", help="also run the tests of the "
-                     "harness's own machinery (marker machinery), as the test command does")
-    run.add_argument("--compare-to", help="earlier run folder for the trend, 'auto' (newest "
-                     "run of the same profile; default for nightly) or 'none'")
-    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
-
-
-def _report_args(rep) -> None:
-    rep.add_argument("folders", nargs="+", metavar="DIR")
-    rep.add_argument("--output", help="merged report folder (default reports/<timestamp>-<id>)")
-
-
-def _compare_args(cmp_) -> None:
-    cmp_.add_argument("old")
-    cmp_.add_argument("new")
-
-
-def _bisect_args(bis) -> None:
-    bis.add_argument("--ops", nargs="+", required=True, metavar="OP",
-                     help="ops whose tests decide")
-    bis.add_argument("-n", "--workers", help="pytest-xdist workers, as for run")
-    bis.add_argument("--profile", default="smoke", choices=PROFILE_NAMES)
-    bis.add_argument("--impl", action="append", default=[])
-    bis.add_argument("--impl-module", action="append", default=[])
-    bis.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
-
-
-def _replay_args(rp) -> None:
-    rp.add_argument("files", nargs="+", help="case files written by a run (<report>/cases/*.pt)")
-    rp.add_argument("--impl", help="implementation to run (default: the one that failed)")
-    rp.add_argument("--impl-module", action="append", default=[],
-                    help="module or .py file registering the implementation (your branch)")
-    rp.add_argument("--device", choices=["cuda", "cpu"])
-
-
-def _speed_args(sp) -> None:
-    sp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR",
-                    help="files written by benchmarks/*.py --json, or folders holding them")
-    sp.add_argument("--output", default="reports/speed", help="folder for speed.md, speed.html, "
-                    "speed.csv and the plots (default reports/speed)")
-
-
-def _coverage_args(cov) -> None:
-    cov.add_argument("--profile", action="append", choices=PROFILE_NAMES,
-                     help="repeatable; default smoke, ci and nightly")
-
-
-def _vendors_args(ve) -> None:
-    ve.add_argument("folder", nargs="?", metavar="DIR",
-                    help="a run's report folder; none: the vendor entries on this machine")
-
-
-def _selftest_args(st) -> None:
-    st.add_argument("--profile", choices=PROFILE_NAMES)
-    st.add_argument("--device", choices=["cuda", "cpu"])
-    st.add_argument("--hidden", type=int)
-
-
 COMMANDS = (
-    ("run", "run the kernel suites and write a report", _run_args, cmd_run),
+    ("run", "run the kernel suites and write a report", cmd_run),
     ("report", "rebuild summary.md and report.html of a run folder, or merge the folders of a "
-     "sweep's shards into one report", _report_args, cmd_report),
-    ("compare", "two runs side by side; exit 1 if the new one is worse", _compare_args,
-     cmd_compare),
-    ("bisect", "git-bisect-run verdict: 0 good, 1 bad, 125 skip", _bisect_args, cmd_bisect),
+     "sweep's shards into one report", cmd_report),
+    ("compare", "two runs side by side; exit 1 if the new one is worse", cmd_compare),
+    ("bisect", "git-bisect-run verdict: 0 good, 1 bad, 125 skip", cmd_bisect),
     ("replay", "judge saved failing cases (report's cases/*.pt) again here: 0 pass, 1 fail, "
-     "125 could not replay", _replay_args, cmd_replay),
+     "125 could not replay", cmd_replay),
     ("speed", "kernel speed over time from the benchmarks' --json files (slower/faster than the "
-     "previous run on the same device; no verdict)", _speed_args, cmd_speed),
+     "previous run on the same device; no verdict)", cmd_speed),
     ("coverage", "each profile's input-space coverage table, from a collection of the suites "
-     "(nothing runs)", _coverage_args, cmd_coverage),
+     "(nothing runs)", cmd_coverage),
     ("vendors", "the vendor conformance matrix of a run folder (vendor x release x op x "
-     "input-space cell), or which vendor entries run here", _vendors_args, cmd_vendors),
-    ("selftest", "seeded faults must be caught, shipped kernels pass", _selftest_args,
-     cmd_selftest),
+     "input-space cell), or which vendor entries run here", cmd_vendors),
+    ("selftest", "seeded faults must be caught, shipped kernels pass", cmd_selftest),
 )
-"""The subcommands: name, help, arguments, handler. ``fuzz``, ``e2e`` and ``golden`` add
-themselves from their own packages."""
+"""The subcommands: name, help, handler; their options are the rows of ``harness.options``
+that name them. ``fuzz``, ``e2e`` and ``golden`` add themselves from their own packages."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="harness", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    for name, help_, add_arguments, handler in COMMANDS:
+    for name, help_, handler in COMMANDS:
         parser = sub.add_parser(name, help=help_)
-        add_arguments(parser)
+        add_options(parser, name)
         parser.set_defaults(func=handler)
     from harness.e2e.cli import add_parsers
     from harness.fuzz.cli import add_parser as add_fuzz

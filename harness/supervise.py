@@ -109,6 +109,17 @@ def run_pytest(args: list[str], folder: pathlib.Path, profile: str) -> int:
     if meta:
         update_meta(folder, **facts)
     else:
-        write_meta(folder, profile=profile, pytest_exit=code, argv=args, cwd=os.getcwd(),
-                   **facts)
+        write_meta(folder, profile=profile, pytest_exit=code, argv=_shown_argv(args),
+                   cwd=os.getcwd(), **facts)
     return code
+
+
+def _shown_argv(args: list[str]) -> list[str]:
+    """run.json's ``argv``: the selection file spelt out as the options it holds, as the
+    plugin writes it (the command that reproduces the run); as given where it cannot be read."""
+    from harness.options import SelectionError, spelt_out
+
+    try:
+        return spelt_out(args)
+    except SelectionError:
+        return list(args)

@@ -1,6 +1,7 @@
 """``harness bisect`` under ``git bisect run`` names the commit that broke a kernel, and
 ``harness compare`` flags a metric that got worse while still inside tolerance."""
 
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from harness.reports.trend import compare_runs, write_trend
 # the harness runs here are subprocesses
 pytestmark = [pytest.mark.host_only, pytest.mark.machinery,
               pytest.mark.usefixtures("without_vendor_adapters")]
+SUITES = pathlib.Path(__file__).resolve().parent
 
 GOOD = """from harness.core.registry import register
 from kernels.mhc.torch import mhc_post_compute
@@ -49,8 +51,9 @@ def test_git_bisect_run_names_the_breaking_commit(tmp_path):
         _git(repo, "commit", "-qm", f"change {i}")
         commits.append(_git(repo, "rev-parse", "HEAD").strip())
     _git(repo, "bisect", "start", commits[-1], commits[0])
-    cmd = [sys.executable, "-m", "harness", "bisect", "--ops", "mhc_post", "--impl", "ext",
-           "--impl-module", "ext.py", "--", "-k", "test_matches_reference and T33",
+    cmd = [sys.executable, "-m", "harness", "bisect", "--op", "mhc_post", "--impl", "ext",
+           "--impl-module", "ext.py", "--", str(SUITES / "test_mhc_accuracy.py"),
+           "-k", "test_matches_reference and T33",
            "-p", "no:xdist"]
     out = subprocess.run(["git", "-C", str(repo), "bisect", "run", *cmd], capture_output=True,
                          text=True, timeout=900, env=child_env())

@@ -26,6 +26,9 @@ def mhc_post(x, residual, post_layer_mix, comb_res_mix):
 BAD = GOOD.replace("return mhc_post_compute(x, residual, post_layer_mix, comb_res_mix)",
                    "return mhc_post_compute(x, residual, post_layer_mix.flip(-2), comb_res_mix)")
 BROKEN = "import no_such_package_for_the_harness\n"
+SUITES = pathlib.Path(__file__).resolve().parent
+MHC_ACCURACY = str(SUITES / "test_mhc_accuracy.py")
+"""The harness runs here name the suite file their -k selects from: pytest collects only it."""
 
 
 @pytest.mark.parametrize("source,verdict", [(GOOD, 0), (BAD, 1), (BROKEN, 125)],
@@ -34,7 +37,7 @@ def test_impl_module_verdict(tmp_path, source, verdict):
     module = tmp_path / "ext_kernels.py"
     module.write_text(textwrap.dedent(source))
     cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", "--impl", "ext",
-           "--impl-module", str(module), "--output", str(tmp_path / "report"), "--",
+           "--impl-module", str(module), "--output", str(tmp_path / "report"), "--", MHC_ACCURACY,
            "-k", "test_matches_reference and mhc_post and T7", "-p", "no:xdist"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
                           env=child_env())
@@ -68,9 +71,10 @@ def test_unknown_impl_name_cannot_test(tmp_path):
 def test_ab_mode_verdict(tmp_path, source, verdict):
     module = tmp_path / "build_b.py"
     module.write_text(textwrap.dedent(source))
-    cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", "--ab", "torch", "ext",
+    cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", "--ab", "torch,ext",
            "--impl-module", str(module), "--output", str(tmp_path / "report"), "--",
-           "-k", "test_b_matches_a_and_reference and T7", "-p", "no:xdist"]
+           str(SUITES / "test_ab_compare.py"), "-k", "test_b_matches_a_and_reference and T7",
+           "-p", "no:xdist"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
                           env=child_env())
     assert proc.returncode == verdict, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -79,8 +83,8 @@ def test_ab_mode_verdict(tmp_path, source, verdict):
 def test_bisect_of_an_implementation_absent_here_cannot_test(tmp_path):
     """AITER is not installed on CI machines: every aiter test is a skip, so the verdict must be
     'could not test' (125), never 'good'."""
-    proc = subprocess.run([sys.executable, "-m", "harness", "bisect", "--ops", "mhc_post",
-                           "--impl", "aiter", "--", "-p", "no:xdist"],
+    proc = subprocess.run([sys.executable, "-m", "harness", "bisect", "--op", "mhc_post",
+                           "--impl", "aiter", "--", MHC_ACCURACY, "-p", "no:xdist"],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path,
                           env=child_env())
     assert proc.returncode == 125, proc.stdout[-3000:] + proc.stderr[-2000:]

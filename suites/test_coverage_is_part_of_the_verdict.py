@@ -4,12 +4,13 @@ good; declarations that mean nothing are refused at registration; a known deviat
 to the tests that can observe it; and the exit code follows the implementations the run judges
 (``--impl``, ``--require``, the profile's default), while the matrix shows them all.
 
-The harness runs here are ``harness run --profile smoke --ops mhc_post`` on one process with a
+The harness runs here are ``harness run --profile smoke --op mhc_post`` on one process with a
 small ``--impl-module`` (torch arithmetic only) and a ``-k`` selection: eight runs, each mostly
 the harness's start-up and collection."""
 
 import json
 import math
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -71,13 +72,18 @@ add(Implementation(op="mhc_post", name="old-vendor", fn=old_vendor,
 """``old-vendor`` stands for a vendor adapter's registration (its origin is its source module)."""
 
 
-def _run(tmp_path, source, *options, select=None, ops=("mhc_post",)):
+MHC_ACCURACY = str(pathlib.Path(__file__).with_name("test_mhc_accuracy.py"))
+
+
+def _run(tmp_path, source, *options, select=None, ops=("mhc_post",), where=MHC_ACCURACY):
+    """``harness run`` of ``source``'s implementations; ``where``: the suite file (None: every
+    suite) the run collects, ``select``: its -k."""
     module = tmp_path / "impl.py"
     module.write_text(textwrap.dedent(source))
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", "--ops", *ops,
-           "--impl-module", str(module), "--output", str(out), "--fuzz", "0", *options, "--",
-           "-p", "no:xdist"] + (["-k", select] if select else [])
+    cmd = [sys.executable, "-m", "harness", "run", "--profile", "smoke", *(a for op in ops for a in ("--op", op)),
+           "--impl-module", str(module), "--output", str(out), "--fuzz-minutes", "0", *options, "--",
+           "-p", "no:xdist"] + ([where] if where else []) + (["-k", select] if select else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
                           env=child_env(HARNESS_ADAPTERS="none"))
     summary = (out / "summary.md").read_text() if (out / "summary.md").exists() else ""
@@ -143,7 +149,8 @@ def test_a_known_deviation_applies_only_where_it_can_be_seen(tmp_path):
     """Before: six XPASS(strict) (empty batch, leading dims, batch invariance, precision growth)
     and the poisoned-output rows counted as failures: exit 1."""
     proc, summary, meta = _run(tmp_path, BF16_ACCUMULATION, "--impl", "mine", select=(
-        "empty_batch or leading_dims or batch or grow or written or test_matches_reference and T7"))
+        "empty_batch or leading_dims or batch or grow or written or test_matches_reference and T7"),
+        where=None)
     assert proc.returncode == EXIT_GOOD, _explain(proc, summary)
     assert "XPASS" not in proc.stdout and not meta["failed"], _explain(proc)
     assert "## Known deviations" in summary and "known deviation (" in summary, summary

@@ -3,6 +3,7 @@ implementation's own out-of-memory is a failure, runs of different things are no
 resumed, and the numbers a failure prints mean what they say."""
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -41,10 +42,12 @@ def test_a_run_that_judged_nothing_or_lacks_a_required_implementation_is_untesta
 @pytest.mark.host_only
 @pytest.mark.skipif(has_gpu(), reason="checks a GPU-only selection on a machine without a GPU")
 def test_gpu_only_selection_on_a_cpu_is_untestable(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--ops", "mhc_post",
-                           "--output", str(tmp_path / "r"), "--", "-m", "gpu", "-p", "no:xdist"],
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--op", "mhc_post",
+                           "--output", str(tmp_path / "r"), "--",
+                           str(pathlib.Path(__file__).with_name("test_cuda_graph_replay.py")),
+                           "-m", "gpu", "-p", "no:xdist"],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                          env=child_env())
+                          env=child_env(HARNESS_ADAPTERS="none"))
     assert proc.returncode == EXIT_UNTESTABLE, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "no case of any implementation was judged" in proc.stdout
 
@@ -56,7 +59,7 @@ def test_required_implementation_that_cannot_run_is_untestable(tmp_path):
     imports what it requires, so the reason is AITER's own, not that it was left unloaded."""
     proc = subprocess.run([sys.executable, "-m", "harness", "run", "--profile", "smoke",
                            "--impl", "torch", "--require", "aiter", "--output", str(tmp_path / "r"),
-                           "--",
+                           "--", str(pathlib.Path(__file__).with_name("test_mhc_accuracy.py")),
                            "-k", "test_matches_reference and mhc_post and T7 and torch",
                            "-p", "no:xdist"],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path,

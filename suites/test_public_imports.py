@@ -3,6 +3,7 @@ first release's import path still registers and runs, with a DeprecationWarning 
 one."""
 
 import importlib
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -47,6 +48,7 @@ def test_a_plugin_written_for_the_first_release_still_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-m", "harness",
                            "run", "--profile", "smoke", "--impl", "old-plugin", "--impl-module",
                            str(module), "--output", str(tmp_path / "r"), "--",
+                           str(pathlib.Path(__file__).with_name("test_mhc_accuracy.py")),
                            "-k", "test_matches_reference and mhc_post and T7", "-p", "no:xdist"],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path,
                           env=child_env())
@@ -105,3 +107,47 @@ def test_the_harness_root_reads_at_a_glance():
     assert len(modules) <= 12, [p.stem for p in modules]
     undocumented = [p.stem for p in modules if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not undocumented, undocumented
+
+
+PUBLIC_PYTEST_OPTIONS = ("--profile", "--op", "--impl", "--require", "--accept-partial-coverage",
+                         "--impl-module", "--ab", "--device", "--shard", "--report-dir",
+                         "--interpreted-vendors", "--save-cases")
+
+
+def test_the_public_pytest_options_are_there(pytestconfig):
+    names = {n for o in pytestconfig._parser.getgroup("harness").options for n in o.names()}
+    assert set(PUBLIC_PYTEST_OPTIONS) <= names, sorted(set(PUBLIC_PYTEST_OPTIONS) - names)
+
+
+EARLIER_COMMAND_LINES = [
+    ["run", "--profile", "smoke", "--ops", "mhc_post", "--impl", "torch", "--require", "triton",
+     "--impl-module", "m.py", "--accept-partial-coverage", "--ab", "torch", "ext", "--device",
+     "cpu", "-n", "0", "--shard", "1/2", "--output", "o", "--fuzz", "0", "--self-tests",
+     "--compare-to", "none", "--", "-k", "x"],
+    ["bisect", "--ops", "mhc_post", "-n", "0", "--profile", "smoke", "--impl", "x",
+     "--impl-module", "m.py", "--", "-x"],
+    ["fuzz", "--ops", "mhc_post", "--impl", "x", "--impl-module", "m.py", "--faults", "f",
+     "--budget", "1", "--examples", "3", "--seed", "1", "--database", "none", "--max-elements",
+     "5", "--device", "cpu", "--output", "o"],
+    ["replay", "f.pt", "--impl", "x", "--impl-module", "m.py", "--device", "cpu"],
+    ["selftest", "--profile", "ci", "--device", "cpu", "--hidden", "64"],
+    ["coverage", "--profile", "smoke", "--profile", "ci"], ["vendors"], ["vendors", "d"],
+    ["report", "a", "b", "--output", "c"], ["compare", "a", "b"], ["speed", "p", "--output", "o"],
+    ["e2e", "--base-url", "http://h:1", "--levels", "1,2", "--limit", "5", "--golden", "g"],
+    ["golden", "record", "--like", "g", "--name", "n", "--smollm", "--reruns", "2"],
+    ["golden", "update", "--from", "d", "--level", "2", "--name", "n"], ["golden", "list"],
+]
+
+
+@pytest.mark.parametrize("argv", EARLIER_COMMAND_LINES, ids=lambda argv: " ".join(argv[:2]))
+def test_earlier_command_lines_still_parse(argv):
+    """The ``harness`` command's flags as the earlier releases spelt them (``--ops``, ``--ab A
+    B``, ``--fuzz``, ``--budget`` deprecated since) still parse."""
+    import warnings
+
+    from harness.cli import build_parser
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        args = build_parser().parse_args(argv)
+    assert callable(args.func)

@@ -28,10 +28,12 @@ def replay_command(path: pathlib.Path, impl_modules: list[str]) -> str:
 
 
 class SavedCases:
-    def __init__(self, config, folder: pathlib.Path):
+    def __init__(self, folder: pathlib.Path, save_ops=(), impl_modules=()):
+        """``save_ops``: the ops whose every case is saved (``--save-cases``); ``impl_modules``:
+        what the replay commands load (``--impl-module``), both from the run's selection."""
         self.folder = folder
-        self.ops = set(config.getoption("save_cases") or [])
-        self.impl_modules = list(config.getoption("impl_module") or [])
+        self.ops = set(save_ops)
+        self.impl_modules = list(impl_modules)
         self.current: list[tuple[pathlib.Path, bool]] = []
         """(file, kept whatever the outcome) saved during the running test."""
         OBSERVERS.add(OBSERVER_NAME, self.observe, replace=True)

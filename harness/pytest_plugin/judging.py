@@ -13,16 +13,15 @@ import pytest
 
 from harness.core.ops import op_names
 from harness.core.registry import records
-from harness.pytest_plugin.context import run_profile
+from harness.pytest_plugin.context import run_profile, selection
 
 VERDICT = pytest.StashKey[str]()
 
 
 def judged_names(config) -> tuple[list[str], str]:
     """(the implementations the run judges, how they were chosen)."""
-    required = set(config.getoption("require") or [])
-    ab = {n for n in (config.getoption("ab") or "").split(",") if n}
-    named = set(config.getoption("impl") or [])
+    chosen = selection(config)
+    required, ab, named = set(chosen.require), set(chosen.ab or ()), set(chosen.impls)
     if named:
         return sorted(named | required | ab), "named by --impl" + (
             " and --require" if required - named else "")
@@ -57,7 +56,7 @@ def judging(config, tally) -> dict:
             "coverage": [{"impl": impl, "op": op, **counts}
                          for (impl, op), counts in sorted(tally.coverage.items())],
             "max_declared_skip_share": profile.max_declared_skip_share,
-            "accept_partial_coverage": bool(config.getoption("accept_partial_coverage")),
+            "accept_partial_coverage": selection(config).accept_partial_coverage,
             "registered": registered()}
 
 

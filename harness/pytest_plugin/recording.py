@@ -16,7 +16,8 @@ from harness.core import device as harness_device
 from harness.core.errors import is_out_of_memory
 from harness.core.registry import records
 from harness.core.results import SESSION
-from harness.pytest_plugin.context import report_dir, run_profile, xdist_worker
+from harness.options import spelt_out
+from harness.pytest_plugin.context import report_dir, run_profile, selection, xdist_worker
 from harness.pytest_plugin.in_flight import stopped
 from harness.pytest_plugin.selection import CASE_PROPERTY, COLLECTED, implementations_of
 from harness.pytest_plugin.sweep import Target
@@ -138,7 +139,7 @@ def _device_errors_read_by_their_test():
 @pytest.fixture
 def device(request) -> str:
     """The device the run targets (``--device``, else CUDA when present, else CPU)."""
-    return request.config.getoption("device") or harness_device.default_device()
+    return selection(request.config).device or harness_device.default_device()
 
 
 @pytest.fixture
@@ -208,9 +209,10 @@ def pytest_sessionfinish(session, exitstatus):
         return
     tally = config.stash[TALLY]
     judged = judging(config, tally)
+    chosen = selection(config)
     settle_exit_status(session, exitstatus, {**judged, "failed": list(tally.failed),
                                              "out_of_memory": list(tally.out_of_memory),
-                                             "shard": config.getoption("shard")})
+                                             "shard": chosen.shard})
     if folder is None:
         return
     from harness.reports.summary import write_meta, write_summary
@@ -220,17 +222,18 @@ def pytest_sessionfinish(session, exitstatus):
     write_meta(folder, profile=profile, pytest_exit=int(exitstatus),
                started=started.isoformat(),
                seconds=(datetime.datetime.now() - started).total_seconds(),
-               argv=list(config.invocation_params.args),
+               argv=spelt_out([str(a) for a in config.invocation_params.args], chosen),
+               selection=dataclasses.asdict(chosen),
                cwd=str(config.invocation_params.dir),
                cases_run=dict(tally.ran), out_of_memory=list(tally.out_of_memory),
-               failed=list(tally.failed), impl_wanted=config.getoption("impl") or [],
+               failed=list(tally.failed), impl_wanted=list(chosen.impls),
                timed_out=list(tally.timed_out), case_time_limit_s=case_time_limit(config),
                **stopped(config, exitstatus),
                skipped_cases=list(tally.skipped_cases),
                failed_cases=list(tally.failed_cases),
                impl_required=_required(config),
                collected=_collected(config, folder),
-               shard=config.getoption("shard"), **judged)
+               shard=chosen.shard, **judged)
     write_summary(folder, profile=profile, pytest_exit=int(exitstatus))
 
 
@@ -252,7 +255,7 @@ def _required(config) -> dict[str, str]:
         for name, impl in records(op).items():
             found.setdefault(name, []).append(impl)
     why = {}
-    for name in config.getoption("require") or []:
+    for name in selection(config).require:
         impls = found.get(name, [])
         if not impls:
             why[name] = (f"{name} is not registered on this machine (its package or adapter did "

@@ -12,6 +12,7 @@ import pathlib
 import pytest
 
 from harness.core import device as harness_device
+from harness.pytest_plugin.context import selection
 from harness.pytest_plugin.sweep import Target
 
 CASE_PROPERTY = "harness_case"
@@ -65,18 +66,19 @@ def pytest_collection_modifyitems(config, items):
     # End-to-end tests take minutes each (a model server per run): start them first, so that
     # under xdist the other workers fill in with kernel tests instead of waiting at the end.
     items[:] = heavy_last(items)
-    wanted = set(config.getoption("impl") or [])
+    chosen = selection(config)
+    wanted = set(chosen.impls)
     if wanted:
         _keep(config, items, lambda item: implementations_of(item) & wanted)
-    ops = set(config.getoption("op") or [])
+    ops = set(chosen.ops)
     if ops:
         _keep(config, items, lambda item: ops_of(item) & ops)
-    if config.getoption("shard"):
+    if chosen.shard:
         from harness.pytest_plugin.shards import ShardError, collected_digest, parse, split
 
         config.stash[COLLECTED] = collected_digest(items)
         try:
-            index, count = parse(config.getoption("shard"))
+            index, count = parse(chosen.shard)
         except ShardError as exc:
             raise pytest.UsageError(str(exc)) from exc
         items[:], dropped = split(items, index, count)
@@ -104,13 +106,12 @@ def _leave_interpreted_vendor(config, item) -> None:
     command's choice (``harness run`` and the GPU profiles sweep them; vendors' torch paths and
     the adapter tests run either way)."""
     target = getattr(item, "callspec", None) and item.callspec.params.get("target")
-    if (not isinstance(target, Target) or config.getoption("interpreted_vendors") != "skip"
+    chosen = selection(config)
+    if (not isinstance(target, Target) or chosen.interpreted_vendors != "skip"
             or not harness_device.triton_interpreted() or not target.impl.triton
             or target.impl.origin != "vendor" or target.not_judged):
         return
-    named = set(config.getoption("impl") or []) | set(config.getoption("require") or [])
-    named |= set((config.getoption("ab") or "").split(","))
-    if target.impl.name in named:
+    if target.impl.name in chosen.named() | set(chosen.require):
         return
     item.add_marker(pytest.mark.skip(reason=(
         f"{target.impl.name} is a vendor's Triton entry, which this run leaves to `harness run` "

@@ -36,7 +36,7 @@ from harness.core.registry import Implementation, records
 from harness.core.specs import OpSpec, get_spec
 from harness.profiles import (COMPOSED_INTERPRETER_MAX_TOKENS, INTERPRETER_MAX_ELEMENTS,
                               INTERPRETER_MAX_TOKENS, Profile, runs_for)
-from harness.pytest_plugin.context import run_profile
+from harness.pytest_plugin.context import run_profile, selection
 
 AXES = ("tokens", "hidden", "seed")
 
@@ -154,7 +154,8 @@ def pytest_generate_tests(metafunc):
         return
     config = metafunc.config
     profile = run_profile(config)
-    dev = config.getoption("device") or harness_device.default_device()
+    chosen = selection(config)
+    dev = chosen.device or harness_device.default_device()
     ops = getattr(metafunc.module, "OPS", None)
     if not ops:
         raise pytest.UsageError(f"{metafunc.module.__name__} uses `target` but sets no OPS")
@@ -178,7 +179,7 @@ def pytest_generate_tests(metafunc):
             reason=f"not in the {profile.name} profile: its sweep lists no {', '.join(empty)} "
                    "for it"))])
         return
-    wanted = set(config.getoption("impl") or [])
+    wanted = set(chosen.impls)
     params = []
     for op in ops:
         spec = get_spec(op)
