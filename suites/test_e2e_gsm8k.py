@@ -68,15 +68,21 @@ def _foreign_golden(tmp_path) -> pathlib.Path:
     return path
 
 
-def _rejudged(run: pathlib.Path, tmp_path, *args):
-    """``harness e2e *args`` into a copy of a finished run's folder, with another golden: the
-    saved answers are judged again and no level runs again (the server is not started). The
-    copy keeps the levels, lm-eval's files and the server log; the run writes the report anew."""
-    out = tmp_path / run.name
+def _copy_of_run(run: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    """A finished run's folder without its reports: the levels, lm-eval's files and the server
+    log, from which a command into it resumes."""
     shutil.copytree(run, out)
     for report in out.iterdir():
         if report.is_file() and report.name != "server.log":
             report.unlink()
+    return out
+
+
+def _rejudged(run: pathlib.Path, tmp_path, *args):
+    """``harness e2e *args`` into a copy of a finished run's folder, with another golden: the
+    saved answers are judged again and no level runs again (the server is not started); the
+    run writes the report anew."""
+    out = _copy_of_run(run, tmp_path / run.name)
     saved = {p.name: p.stat().st_mtime_ns for p in (out / "levels").glob("c*.json")}
     errors = {name: json.loads((out / "levels" / name).read_text()).get("error")
               for name in saved}
@@ -153,21 +159,24 @@ SHOTS = ("--limit", LIMIT, "--num-fewshot", 1)
 
 
 @pytest.fixture(scope="module")
-def local_golden(tmp_path_factory) -> pathlib.Path:
-    """A golden this machine records from the trusted server in one command."""
-    _needs_llama_cpp()
+def local_golden(main_run, tmp_path_factory) -> pathlib.Path:
+    """A golden this machine records from the trusted server in one command. It records into a
+    copy of the main run's folder, whose level 1 has the same settings, so the recording
+    resumes that level instead of serving it again (the main run's own test judges it against
+    a golden recorded in another process)."""
     tmp = tmp_path_factory.mktemp("golden")
     local = tmp / "local.json"
     rec = harness("golden", "record", "--like", GOLDEN, "--name", "smollm2-here", "--path", local,
-                  "--smollm", "--levels", "1", *SHOTS, "--output", tmp / "rec")
+                  "--smollm", "--levels", "1", *SHOTS,
+                  "--output", _copy_of_run(main_run[1], tmp / "rec"))
     assert rec.returncode == 0 and local.exists(), rec.stdout[-3000:] + rec.stderr[-2000:]
     return local
 
 
 @pytest.fixture(scope="module")
 def unchanged_against_local(main_run, local_golden, tmp_path_factory):
-    """The unchanged server's answers from another process than the recording's (the main run,
-    same settings) judged against the golden this machine just recorded."""
+    """The unchanged server's answers (the main run, same settings) judged against the golden
+    this machine just recorded."""
     return _rejudged(main_run[1], tmp_path_factory.mktemp("unchanged"), "--smollm", "--levels",
                      "1", *SHOTS, "--golden", local_golden)
 
@@ -235,10 +244,16 @@ def test_golden_from_another_machine_is_judged_by_logprob_drift(local_golden,
     assert "## Logprob drift" in report and "Questions that drifted most" in report
 
 
+FAKE_SERVER_GROUP = pytest.mark.xdist_group("e2e-fake-server")
+"""The judge on seeded server faults shares no run with the real server's tests: under xdist it
+runs beside them, on another worker, instead of after them on theirs."""
+
+
 def _fake_cmd(*extra):
     return ["--", sys.executable, FAKE, "--host", "{host}", "--port", "{port}", *extra]
 
 
+@FAKE_SERVER_GROUP
 @pytest.mark.machinery
 @pytest.mark.parametrize("mode,verdict", [("overlap", "regression"), ("ok", "pass")])
 def test_answers_that_change_only_under_concurrency_are_a_regression(tmp_path, mode, verdict):
@@ -260,6 +275,7 @@ def test_answers_that_change_only_under_concurrency_are_a_regression(tmp_path, m
         assert high["drift"][0]["identical"] == 8, high["drift"]
 
 
+@FAKE_SERVER_GROUP
 @pytest.mark.machinery
 def test_dead_server_is_an_error_naming_the_url(tmp_path):
     from harness.e2e.server import free_port
@@ -271,6 +287,7 @@ def test_dead_server_is_an_error_naming_the_url(tmp_path):
     assert url in _summary(tmp_path)["levels"][0]["error"]
 
 
+@FAKE_SERVER_GROUP
 @pytest.mark.machinery
 def test_malformed_answers_are_an_error_with_the_cause(tmp_path):
     proc = harness("e2e", "--levels", "1", "--limit", 2, "--output", tmp_path,
@@ -280,6 +297,7 @@ def test_malformed_answers_are_an_error_with_the_cause(tmp_path):
     assert "lm-eval exited" in error and "server log tail" in error
 
 
+@FAKE_SERVER_GROUP
 @pytest.mark.machinery
 def test_server_dying_mid_run_keeps_finished_levels_and_a_rerun_resumes(tmp_path):
     """The server dies after 6 completions: level 1's 3 questions and their logprob pass."""

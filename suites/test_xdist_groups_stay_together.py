@@ -1,0 +1,49 @@
+"""Tests marked with one ``xdist_group`` run on one pytest-xdist worker (the E2E suite's tests
+share one server run through a module fixture), under the pytest and pytest-xdist releases
+installed here: pytest 9.2 stopped reading the node-id suffix by which pytest-xdist 3.8's own
+``loadgroup`` groups them (``harness.pytest_plugin.xdist_groups``)."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = [pytest.mark.machinery, pytest.mark.host_only]
+
+TESTS = """
+import os
+import pytest
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(i):
+    print("worker", os.environ["PYTEST_XDIST_WORKER"], "group")
+
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    print("worker", os.environ["PYTEST_XDIST_WORKER"], "free")
+"""
+
+
+def _workers(tmp_path, *args: str) -> dict[str, set[str]]:
+    """Which workers ran the grouped and the free tests (the harness's grouping plugin alone,
+    without the rest of the harness, so the workers start in a second)."""
+    (tmp_path / "test_groups.py").write_text(textwrap.dedent(TESTS))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
+                           "harness.pytest_plugin.xdist_groups", "-n", "2", "-rA", "-q", *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    seen: dict[str, set[str]] = {"group": set(), "free": set()}
+    for line in proc.stdout.splitlines():
+        if line.startswith("worker "):
+            _, worker, kind = line.split()
+            seen[kind].add(worker)
+    assert sum(map(len, seen.values())), proc.stdout[-3000:]
+    return seen
+
+
+def test_a_group_runs_on_one_worker(tmp_path):
+    """-n's default scheduling; an explicit ``--dist loadgroup`` takes the same path."""
+    seen = _workers(tmp_path)
+    assert len(seen["group"]) == 1, seen
