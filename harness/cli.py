@@ -20,7 +20,7 @@ from harness.core.input_space import PROFILES as PROFILE_NAMES
 from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, folder_verdict
 from harness.options import (SELECTION_FLAG, Selection, SelectionError, add_options,
                              selection_flags_in)
-from harness.reports.summary import new_report_folder
+from harness.reports.meta import new_report_folder
 
 
 def cmd_run(args) -> int:
@@ -39,13 +39,11 @@ def run_suites(selection: Selection, *, output: str | None = None, workers: str 
     """``harness run``: the suites in a pytest child judging ``selection``, the trend, the
     fuzzing after the sweep; the verdict's exit code."""
     from harness import adapters
-    from harness.core.device import configure_triton
     from harness.profiles import default_profile_name
-    from harness.reports.summary import read_meta, write_summary
+    from harness.reports.meta import read_meta
     from harness.supervise import run_pytest
 
     selection, pytest_args = _fold_selection_flags(selection, list(pytest_args))
-    configure_triton(cpu_tensors=selection.device == "cpu")
     profile = selection.profile or default_profile_name()
     selection = dataclasses.replace(selection, profile=profile)
     folder = new_report_folder(output)
@@ -63,6 +61,8 @@ def run_suites(selection: Selection, *, output: str | None = None, workers: str 
     if fuzzed:
         _fuzz_after_sweep(folder, minutes, selection)
     if baseline is not None or fuzzed or not read_meta(folder).get("verdict"):
+        from harness.reports.summary import write_summary
+
         adapters.scope_to(selection.adapter_scope())  # the summary's vendor matrix, as pytest's
         write_summary(folder, profile=profile, pytest_exit=code)
     verdict = folder_verdict(folder)
@@ -127,7 +127,7 @@ def _trend(baseline: pathlib.Path, folder: pathlib.Path, explicit: bool) -> int:
     """Compare with the baseline run into trend.md and run.json's ``trend``; the number of rows
     worse. A comparison the user asked for (``--compare-to DIR``) that cannot be made makes the
     run "could not test"; the automatic one of nightly runs is only noted."""
-    from harness.reports.summary import update_meta
+    from harness.reports.meta import update_meta
     from harness.reports.trend import TrendError, write_trend
 
     try:
@@ -164,8 +164,11 @@ def planned_fuzz_minutes(profile: str, given: float | None) -> float:
 def _fuzz_after_sweep(folder: pathlib.Path, minutes: float, selection: Selection) -> None:
     """The fuzzer over the sweep's ops and implementations, into ``folder/fuzz``; a failure it
     finds makes the run bad, as a sweep failure does (``folder_verdict`` reads fuzz.json)."""
+    from harness.core.device import configure_triton
     from harness.core.specs import all_specs
     from harness.fuzz.cli import fuzz
+
+    configure_triton(cpu_tensors=selection.device == "cpu")
 
     ops = [o for o in selection.ops if o in all_specs()] or None
     print(f"fuzz: {minutes:g} min over the sweep's implementations (harness fuzz; "
@@ -188,10 +191,11 @@ def default_workers(passthrough: list[str]) -> int | None:
     (``-n auto`` pins one worker to each GPU). None where xdist is switched off."""
     import os
 
+    if any(a in ("no:xdist", "-n", "--numprocesses") or a.startswith("-n") for a in passthrough):
+        return None
     from harness.core.device import has_gpu
 
-    if has_gpu() or any(a in ("no:xdist", "-n", "--numprocesses") or a.startswith("-n")
-                        for a in passthrough):
+    if has_gpu():
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
@@ -200,13 +204,13 @@ def default_workers(passthrough: list[str]) -> int | None:
 
 
 def _baseline(compare_to: str | None, folder: pathlib.Path, profile: str):
-    from harness.reports.trend import previous_run
-
     if compare_to is None:
         compare_to = "auto" if profile == "nightly" else "none"
     if compare_to == "none":
         return None
     if compare_to == "auto":
+        from harness.reports.trend import previous_run
+
         return previous_run(folder, profile)
     return pathlib.Path(compare_to)
 

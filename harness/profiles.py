@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import os
 
-from harness.core.device import has_gpu
 from harness.core.input_space import PROFILES as PROFILE_NAMES
 
 
@@ -114,7 +113,11 @@ def runs_for(profile: Profile, case_id: str) -> int:
 
 
 def default_profile_name() -> str:
-    return os.environ.get("HARNESS_PROFILE") or ("ci" if has_gpu() else "smoke")
+    if os.environ.get("HARNESS_PROFILE"):
+        return os.environ["HARNESS_PROFILE"]
+    from harness.core.device import has_gpu
+
+    return "ci" if has_gpu() else "smoke"
 
 
 def get_profile(name: str | None = None) -> Profile:

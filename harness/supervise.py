@@ -24,7 +24,7 @@ import threading
 import time
 
 from harness.reports.crash import SUPERVISED, how_it_ended, in_flight, write_crash_report
-from harness.reports.summary import read_meta, update_meta, write_meta
+from harness.reports.meta import read_meta, update_meta, write_meta
 from harness.subprocess_env import child_env
 
 STOP_GRACE_S = 120.0

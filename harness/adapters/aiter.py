@@ -130,7 +130,7 @@ def bind(api) -> dict:
 
 
 ADAPTER = Adapter(
-    name="aiter", package="aiter",
+    name="aiter", package="aiter", distributions=("amd-aiter",),
     install_hint="AITER needs a ROCm machine (pip install from ROCm/aiter); the tox env rocm runs it",
     ops={"aiter": MHC + OTHERS}, discover=discover, bind=bind,
     declared={"aiter": {op: TF32_GEMM for op in TF32_OPS}})

@@ -279,7 +279,7 @@ OPS = {impl: tuple(ops) for impl, ops in ENTRIES.items()}
 OPS["aiter-triton"] += ("top_k_per_row_prefill", "top_k_per_row_decode") + tuple(ABSENT)
 
 ADAPTER = Adapter(
-    name="aiter_triton", package="aiter", install_hint=INSTALL_HINT, ops=OPS,
+    name="aiter_triton", package="aiter", distributions=(DISTRIBUTION,), install_hint=INSTALL_HINT, ops=OPS,
     discover=discover, bind=bind, declared=DECLARED, unsupported=UNSUPPORTED,
     triton=frozenset(ENTRIES),
     notice=lambda api: (f"{DISTRIBUTION} {api.version}: its Triton kernels are judged, loaded "

@@ -46,6 +46,10 @@ class Adapter:
     notice: Callable[[Any], str] = lambda api: ""
     """api -> one plain sentence a run prints once about this machine's package (e.g. vLLM's
     compiled extension absent), or ""."""
+    distributions: tuple[str, ...] = ()
+    """Distribution names providing ``package`` whose names differ from it (``amd-aiter`` for
+    ``aiter``): the release a run records is read from them without scanning every
+    installed distribution."""
     quiet_loggers: tuple[str, ...] = ()
     """Loggers of the package silenced below ERROR while it is imported: their start-up
     warnings are said once, in the harness's words, by ``notice``."""

@@ -105,7 +105,7 @@ def cmd_e2e(args) -> int:
     from harness.e2e.run import run
 
     if args.output is None:
-        from harness.reports.summary import new_report_folder
+        from harness.reports.meta import new_report_folder
 
         args.output = str(new_report_folder(None) / "e2e")
     try:
@@ -162,7 +162,7 @@ def _record(args) -> int:
         args.gen_kwargs = args.gen_kwargs or ",".join(
             f"{k}={v}" for k, v in (like["task"].get("gen_kwargs") or {}).items())
     if args.output is None:
-        from harness.reports.summary import new_report_folder
+        from harness.reports.meta import new_report_folder
 
         args.output = str(new_report_folder(None) / "golden-record")
     args.golden = None

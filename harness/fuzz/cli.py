@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     from harness.core.device import configure_triton
-    from harness.reports.summary import new_report_folder
+    from harness.reports.meta import new_report_folder
 
     configure_triton(cpu_tensors=args.device == "cpu")
     folder = new_report_folder(args.output)

@@ -29,7 +29,7 @@ def _expected_seconds(folder: pathlib.Path | None, profile: str) -> dict[str, fl
     in the shipped baseline of ``profile``."""
     import pandas as pd
 
-    from harness.reports.summary import read_meta
+    from harness.reports.meta import read_meta
 
     earlier = []
     if folder is not None and folder.parent.is_dir():

@@ -1,17 +1,26 @@
-"""Figures of a run (matplotlib, Agg): the large-token precision picture and the batch picture."""
+"""Figures of a run (matplotlib, Agg): the large-token precision picture and the batch picture.
+
+A figure plots a value against token counts (or rows): a run whose results hold one such count
+has no line to draw, and gets no figure (nor matplotlib's import)."""
 
 from __future__ import annotations
 
 import pathlib
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _grid(n: int):
+    plt = _pyplot()
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
@@ -26,7 +35,7 @@ def _panels(df: pd.DataFrame, value: str, title: str, ylabel: str, path: pathlib
     The y axis is symmetric-log so that exact zeros are drawn at zero, not at a floor; ``limit``
     (the failing line) is drawn in red."""
     df = df[df[value].notna() & (pd.to_numeric(df[x], errors="coerce") > 0)]
-    if df.empty:
+    if df[x].nunique() < 2:
         return None
     panels = sorted(df.groupby(["op", "output"]).groups)
     fig, axes = _grid(len(panels))
@@ -51,7 +60,7 @@ def _panels(df: pd.DataFrame, value: str, title: str, ylabel: str, path: pathlib
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 

@@ -4,11 +4,9 @@ from the saved results."""
 
 from __future__ import annotations
 
-import datetime
 import glob
 import json
 import pathlib
-import uuid
 
 import pandas as pd
 
@@ -18,28 +16,8 @@ from harness.core.registry import unavailable
 from harness.core.results import KNOWN_DEVIATION
 from harness.core.verdicts import folder_verdict
 from harness.environment import environment
-
-
-def write_meta(folder: pathlib.Path, **meta) -> None:
-    (folder / "run.json").write_text(json.dumps({**meta, "environment": environment()}, indent=1))
-
-
-def read_meta(folder: pathlib.Path) -> dict:
-    path = folder / "run.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def update_meta(folder: pathlib.Path, **changes) -> None:
-    """Set ``changes`` in an existing run.json (a run's trend, a crash found by its parent)."""
-    meta = read_meta(folder)
-    (folder / "run.json").write_text(json.dumps({**meta, **changes}, indent=1))
-
-
-def record_verdict(folder: pathlib.Path, verdict) -> None:
-    """run.json's ``verdict``: the same code and reason as the summary's headline."""
-    if (folder / "run.json").exists():
-        update_meta(folder, verdict={"code": verdict.code, "headline": verdict.headline,
-                                     "why": verdict.why})
+from harness.reports.meta import (new_report_folder, read_meta, record_verdict,  # noqa: F401
+                                  update_meta, write_meta)
 
 
 def _limits(meta: dict) -> list[str]:
@@ -216,18 +194,3 @@ def write_html(folder: pathlib.Path, df: pd.DataFrame, page: dict) -> pathlib.Pa
     return path
 
 
-def new_report_folder(output: str | None) -> pathlib.Path:
-    if output:
-        folder = pathlib.Path(output)
-    else:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        folder = pathlib.Path("reports") / f"{stamp}-{uuid.uuid4().hex[:6]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    latest = folder.parent / "latest"
-    try:
-        if latest.is_symlink() or latest.exists():
-            latest.unlink()
-        latest.symlink_to(folder.name)
-    except OSError:
-        pass
-    return folder
