@@ -7,7 +7,8 @@ is lost and every test is scheduled alone: tests that share a module's expensive
 suite's server run) each run it on their own worker. Here each worker writes the groups of the
 tests it collected to a file in a folder the controller names, and the controller schedules with
 xdist's ``loadscope`` whose scope is a test's group, else the test itself (``load``'s granularity).
-It replaces ``load`` (``-n``'s default) and ``loadgroup``; another ``--dist`` is kept.
+It replaces ``load`` (``-n``'s default) and ``loadgroup``; another ``--dist`` is kept. A worker
+that dies is replaced as under ``load`` (kernels that fault on the GPU end their worker).
 """
 
 from __future__ import annotations
@@ -73,6 +74,32 @@ def pytest_xdist_make_scheduler(config, log):
                 for path in sorted(folder.glob("*.json")):
                     self.groups.update(json.loads(path.read_text()))
             return self.groups.get(nodeid, nodeid)
+
+        def remove_node(self, node):
+            """A worker gone: as under ``load``, the test it was running is the crash (reported
+            failed by xdist) and the rest of its work goes back to the queue. loadscope puts
+            the crashed test back too, so it runs, and kills a worker, again and again until
+            the restarts run out."""
+            workload = self.assigned_work.pop(node)
+            crashed = next((nodeid for unit in workload.values()
+                            for nodeid, done in unit.items() if not done), None)
+            if crashed is None:
+                return None
+            for scope, unit in workload.items():
+                rest = {nodeid: done for nodeid, done in unit.items() if nodeid != crashed}
+                if not all(rest.values()):
+                    self.workqueue[scope] = rest
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
+        def _reschedule(self, node) -> None:
+            """Work only for a worker whose collection has arrived. loadscope hands a unit to
+            every worker when one crashes, including a replacement (``--max-worker-restart``)
+            still collecting, and fails on its missing collection (KeyError, the run ends in
+            an INTERNALERROR); that worker is scheduled when its collection arrives."""
+            if node in self.registered_collections:
+                super()._reschedule(node)
 
     return GroupScheduling(config, log)
 
