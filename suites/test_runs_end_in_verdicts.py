@@ -224,3 +224,39 @@ def test_the_headline_and_the_exit_code_are_one_verdict(tmp_path):
                          ids=["run", "report", "compare", "replay"])
 def test_usage_errors_are_could_not_test_not_argparse_2(args):
     assert _harness(*args).returncode == 125
+
+
+FAULTING = """
+import torch
+
+def test_{name}(record):
+    record([{{"op": "mhc_post", "impl": "torch", "case": "{name}", "check": "accuracy",
+              "output": "out", "verdict": "pass"}}])
+    if {fault}:
+        out_of_range = torch.tensor([1 << 40], device="cuda")
+        torch.zeros(4, device="cuda")[out_of_range].sum().item()  # a device-side assert
+"""
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_faults_on_the_gpu_ends_its_worker_and_keeps_what_it_judged(tmp_path):
+    """A device-side assert leaves the worker's CUDA context unusable: the worker reports the
+    test by name and ends (its replacement runs the rest), and the rows it recorded before it
+    ended, the faulting test's own included, reach the report."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU: the CUDA context a device-side assert leaves unusable")
+    tests = tmp_path / "test_faulting.py"
+    tests.write_text("".join(textwrap.dedent(FAULTING).format(name=f"t{i}", fault=i == 2)
+                             for i in range(6)))
+    report = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(tests), "-p", "harness.pytest_plugin",
+                           "-n", "2", "--max-worker-restart", "2", "-p", "no:cacheprovider",
+                           "--report-dir", str(report), "-q"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path, env=ENV)
+    out = proc.stdout + proc.stderr
+    assert "left the GPU's CUDA context unusable" in out and "INTERNALERROR" not in out, out[-3000:]
+    assert "1 failed, 5 passed" in out, out[-3000:]
+    rows = pd.concat(pd.read_csv(p) for p in report.glob("results-*.csv"))
+    assert sorted(rows["case"]) == [f"t{i}" for i in range(6)], out[-3000:]

@@ -158,6 +158,18 @@ def discover():
     return namespace(version=getattr(sglang, "__version__", "?"), modules=modules, errors=errors)
 
 
+NEEDS_A_SERVER = {"sglang-tilelang": {op: (
+    "SGLang's TileLang mHC path reads the running server's published runtime state (its "
+    "tensor-parallel group, to place outputs in NCCL symmetric memory, and the 'parallel' "
+    "config namespace): outside an SGLang server it raises \"parallel name 'tp_group' has not "
+    "been written in this process\" / \"config namespace 'parallel' not published\" "
+    "(sglang 0.5.23 on an H200), and faking a server's parallel state is not the adapter's "
+    "to do; its Triton mHC path (sglang-triton) is judged")
+    for op in ("mhc_pre", "mhc_post", "mhc_fused_post_pre")}}
+"""Entries that run only inside a live SGLang server, with the reason (listed under "Not run
+here", never judged as failing)."""
+
+
 def _why_not_here(impl: str) -> str | None:
     """Why an implementation's kernels cannot run on this machine, or None."""
     if impl != "sglang-tilelang":
@@ -325,6 +337,8 @@ def _bind_impl(impl: str, api) -> dict:
             bound[op] = fn
         elif blocked:
             bound[op] = f"{name}: {blocked}"
+        elif op in NEEDS_A_SERVER.get(impl, {}):
+            bound[op] = f"{name}: {NEEDS_A_SERVER[impl][op]}"
         else:
             bound[op] = _bind_one(impl, op, fn, api)
     for op, parts in COMPOSED.items():

@@ -15,8 +15,13 @@ from kernels.mhc.ops import MHC_OPS
 
 def discover():
     importlib.import_module("tilelang")
-    return importlib.import_module(os.environ.get("HARNESS_TILELANG_MHC_MODULE")
-                                   or "vllm.model_executor.kernels.mhc.tilelang")
+    module = os.environ.get("HARNESS_TILELANG_MHC_MODULE")
+    if module:
+        return importlib.import_module(module)
+    from harness.adapters.vllm import import_vllm
+
+    import_vllm()  # vLLM made ready as its own adapter makes it (its compiled extension absent)
+    return importlib.import_module("vllm.model_executor.kernels.mhc.tilelang")
 
 
 def bind(module) -> dict:
@@ -28,8 +33,17 @@ def bind(module) -> dict:
                          for op, fn in found.items()}}
 
 
+PACKED_INPUTS = {"inputs": "contiguous"}
+"""TileLang's compiled kernels check their tensor arguments against a packed ABI before they run
+(``kernel hc_prenorm_gemm_tilelang input x strides[0] violates packed ABI constraint``, seen on
+the H200 with tilelang 0.1.12), so vLLM's TileLang entries require contiguous inputs: declared,
+and a view must be refused by an error that names the input the caller passed. The check
+covers strides, not the base address: nothing is declared about alignment."""
+
+
 ADAPTER = Adapter(
     name="tilelang", package="tilelang",
     install_hint="pip install tilelang and vLLM (or set HARNESS_TILELANG_MHC_MODULE) to test it",
     ops={"tilelang": MHC_OPS}, discover=discover, bind=bind,
-    declared={"tilelang": {op: TF32_GEMM for op in TF32_OPS}})
+    declared={"tilelang": {op: {**PACKED_INPUTS, **(TF32_GEMM if op in TF32_OPS else {})}
+                           for op in MHC_OPS}})

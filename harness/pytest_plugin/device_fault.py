@@ -39,8 +39,8 @@ def context_is_dead() -> bool:
 
 
 class DeviceFault:
-    def __init__(self, worker: str | None) -> None:
-        self.worker = worker
+    def __init__(self, config, worker: str | None) -> None:
+        self.config, self.worker = config, worker
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -51,6 +51,9 @@ class DeviceFault:
                        "blamed for it. Rerun it alone with CUDA_LAUNCH_BLOCKING=1 to see the "
                        "faulting kernel.")
             if self.worker is not None:
+                from harness.pytest_plugin.recording import write_rows
+
+                write_rows(self.config)  # the rows of the tests before it, and its own
                 sys.stderr.write(message + "\n")
                 sys.stderr.flush()
                 os._exit(EXIT_CODE)
@@ -62,4 +65,5 @@ class DeviceFault:
 def pytest_configure(config) -> None:
     from harness.core import device
     if device.has_gpu() and not config.option.collectonly:
-        config.pluginmanager.register(DeviceFault(xdist_worker(config)), "harness-device-fault")
+        config.pluginmanager.register(DeviceFault(config, xdist_worker(config)),
+                                      "harness-device-fault")

@@ -197,14 +197,23 @@ def pytest_sessionstart(session):
     _say_notices(session.config)
 
 
+def write_rows(config) -> None:
+    """This process's recorded rows into the report folder (``results[-<worker>].csv``): at the
+    session's end, and before a process that must end early (a dead CUDA context) exits, so
+    that what it judged before is not lost."""
+    folder = report_dir(config)
+    worker = xdist_worker(config)
+    if folder is not None and len(SESSION):
+        SESSION.write(folder, stem=f"results-{worker}" if worker else "results")
+
+
 def pytest_sessionfinish(session, exitstatus):
     from harness.pytest_plugin.judging import judging, settle_exit_status
 
     config = session.config
     folder = report_dir(config)
     worker = xdist_worker(config)
-    if folder is not None and len(SESSION):
-        SESSION.write(folder, stem=f"results-{worker}" if worker else "results")
+    write_rows(config)
     if worker:
         return
     tally = config.stash[TALLY]
