@@ -11,6 +11,7 @@ Costs (2-core CPU): each ``harness run`` here judges one to three small mhc_post
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -257,6 +258,9 @@ def test_a_kernel_that_faults_on_the_gpu_ends_its_worker_and_keeps_what_it_judge
                           capture_output=True, text=True, timeout=600, cwd=tmp_path, env=ENV)
     out = proc.stdout + proc.stderr
     assert "left the GPU's CUDA context unusable" in out and "INTERNALERROR" not in out, out[-3000:]
-    assert "1 failed, 5 passed" in out, out[-3000:]
+    blamed = {line.split("::")[-1].split()[0] for line in proc.stdout.splitlines()
+              if line.startswith(("FAILED", "ERROR"))}
+    assert blamed == {"test_t2"}, out[-3000:]
+    assert re.search(r"\b5 passed", out), out[-3000:]
     rows = pd.concat(pd.read_csv(p) for p in report.glob("results-*.csv"))
     assert sorted(rows["case"]) == [f"t{i}" for i in range(6)], out[-3000:]
