@@ -42,12 +42,27 @@ class _PoisonAllocations(TorchFunctionMode):
         return out
 
 
-def _flood_cuda_cache(device: torch.device, fraction: float = 0.25) -> None:
+SMALLEST_FLOOD = 1 << 26
+"""Bytes below which flooding stops trying (64 MiB)."""
+
+
+def _flood_cuda_cache(device: torch.device, fraction: float = 0.25) -> int:
+    """NaN into ``fraction`` of the device's free memory, then freed into the caching allocator,
+    so the implementation's next allocations reuse poisoned blocks; the bytes flooded. The GPU
+    may be shared (xdist workers, other jobs): memory free when asked can be taken before the
+    block is, so a flood that does not fit is halved and tried again (never an out-of-memory
+    failure of the case, which would make the run "could not test")."""
     free, _ = torch.cuda.mem_get_info(device)
-    n = int(free * fraction) // 4
-    if n > 0:
-        block = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
+    size = int(free * fraction) // 4 * 4
+    while size >= SMALLEST_FLOOD:
+        try:
+            block = torch.full((size // 4,), float("nan"), dtype=torch.float32, device=device)
+        except torch.OutOfMemoryError:
+            size //= 2
+            continue
         del block
+        return size
+    return 0
 
 
 @contextlib.contextmanager
