@@ -127,11 +127,17 @@ def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
 
 
 def compare_runs(spec: OpSpec, case: Case, impl: str, first: dict, later: dict,
-                 run: int) -> list[dict]:
-    """One row per output: does run ``run`` (2, 3, ...) reproduce the first run's bits?"""
+                 run: int, unwritten: dict | None = None) -> list[dict]:
+    """One row per output: does run ``run`` (2, 3, ...) reproduce the first run's bits? Elements
+    the implementation declares it leaves unwritten (``unwritten``: output -> mask) are not
+    compared: they hold whatever the buffer held."""
     rows = []
     for name in spec.outputs:
-        a, b = spec.canonical(name, first[name]), spec.canonical(name, later[name])
+        a, b = first[name], later[name]
+        mask = (unwritten or {}).get(name)
+        if mask is not None and a.shape == b.shape == mask.shape:
+            a, b = a.masked_fill(mask, 0), b.masked_fill(mask, 0)
+        a, b = spec.canonical(name, a), spec.canonical(name, b)
         tokens = differing_tokens(a, b)
         detail = ""
         if tokens:
@@ -178,13 +184,13 @@ def _launch(spec: OpSpec, impl: Implementation, call: dict, **knobs: Any) -> dic
     raise error
 
 
-def _run_again(spec, impl, case, inputs, first, run, knobs) -> list[dict]:
+def _run_again(spec, impl, case, inputs, first, run, knobs, unwritten) -> list[dict]:
     try:
         later = _launch(spec, impl, spec.prepare(inputs), **knobs)
     except ContractViolation as exc:
         return [result_row(case, impl.name, "determinism", "*", passed=False,
                            detail=f"run {run} broke the contract after run 1 did not: {exc}")]
-    return compare_runs(spec, case, impl.name, first, later, run)
+    return compare_runs(spec, case, impl.name, first, later, run, unwritten)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,8 +296,9 @@ def evaluate(spec: OpSpec, impl: Implementation, case: Case, inputs: dict | None
             target = tensors_of(read).get(name)
             if target is not None:
                 target.copy_(saved)
+    unwritten = spec.unwritten(comparison) if runs > 1 else {}
     for run in range(2, runs + 1):
-        rows += _run_again(spec, impl, case, inputs, outputs, run, knobs)
+        rows += _run_again(spec, impl, case, inputs, outputs, run, knobs, unwritten)
     _notify(spec=spec, impl=impl, case=case, check=check, inputs=inputs, reference=ref,
             outputs=outputs, rows=rows, knobs=knobs, runs=runs)
     return Evaluation(case, impl.name, outputs, rows)

@@ -269,3 +269,37 @@ def test_a_sparse_truth_judges_live_rows_and_every_idle_row(op, tokens, params, 
         bad = Implementation(op=op, name=name, fn=fn)
         ev = evaluate(spec, bad, case, inputs=inputs, ref=truth)
         assert not ev.passed, f"{name} passed a sparse truth"
+
+
+def _leaves_outside_unwritten(changes_inside: bool):
+    """The reference paged logits in a buffer whose cells outside the windows hold whatever it
+    held (new values each call, as a ``new_empty`` buffer would); ``changes_inside``: the second
+    call also moves one visible logit."""
+    calls = []
+
+    def paged(q, kv_cache, weights, context_lens, block_tables, max_model_len):
+        out = _paged_via_gather(q, kv_cache, weights, context_lens, block_tables, max_model_len)
+        calls.append(1)
+        garbage = torch.randn(out.shape, generator=torch.Generator().manual_seed(len(calls)))
+        out = torch.where(torch.isneginf(out), garbage, out)
+        if changes_inside and len(calls) > 1:
+            visible = (~torch.isinf(_paged_via_gather(q, kv_cache, weights, context_lens,
+                                                      block_tables, max_model_len))).nonzero()
+            out[tuple(visible[0])] += 1.0
+        return out
+    return paged
+
+
+@pytest.mark.parametrize("changes_inside", [False, True], ids=["outside-only", "inside-too"])
+def test_cells_declared_unwritten_are_not_compared_between_runs(changes_inside):
+    """An implementation declaring ``outside_window: unwritten`` (SGLang's TileLang and vLLM's
+    paged logits allocate with ``new_empty``) may return other bytes there on every call: its
+    determinism is judged inside the windows only, where a changed logit still fails."""
+    impl = Implementation("fp8_paged_mqa_logits", "unwritten-outside",
+                          _leaves_outside_unwritten(changes_inside),
+                          declared={"outside_window": "unwritten"})
+    ev = evaluate(get_spec("fp8_paged_mqa_logits"), impl, Case("fp8_paged_mqa_logits"),
+                  inputs=_paged_inputs(), runs=2)
+    determinism = [r for r in ev.rows if r["check"] == "determinism"]
+    assert determinism and all(r["verdict"] == ("fail" if changes_inside else "pass")
+                               for r in determinism), ev.failures()

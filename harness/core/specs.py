@@ -257,6 +257,12 @@ class OpSpec:
         leaves an order free. Default: as returned."""
         return value
 
+    def unwritten(self, c: "Comparison") -> dict[str, torch.Tensor]:
+        """Output name -> mask of the elements the implementation declares it leaves unwritten
+        (their bytes are whatever the buffer held, so two runs need not agree on them). Default:
+        none."""
+        return {}
+
     def tolerance(self, output: str, accumulation: str | None = None) -> Tolerance:
         return self.tolerances.tolerance(self.op, output, self.output_dtypes[output], accumulation)
 

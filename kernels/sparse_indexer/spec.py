@@ -285,6 +285,15 @@ class MqaLogitsSpec(OpSpec):
         args = (args[0][live], *args[1:3], args[3][live], args[4][live], args[5][live])
         return {"logits": _f64_logits(*args), "bound": ref.mqa_bound(*args), "live_rows": live}
 
+    def unwritten(self, c: Comparison) -> dict[str, torch.Tensor]:
+        """Outside the windows, for an implementation that declares ``outside_window:
+        unwritten`` (where the truth is dense: -inf there)."""
+        expect = c.expected.get("logits")
+        if c.declared("outside_window", "-inf") != "unwritten" or "live_rows" in c.expected \
+                or expect is None or expect.shape != c.outputs["logits"].shape:
+            return {}
+        return {"logits": torch.isneginf(expect).to(c.outputs["logits"].device)}
+
     def compare(self, c: Comparison):
         """Within the declared accumulation class's bound; an implementation that declares
         ``outside_window: unwritten`` is not judged outside the windows."""
