@@ -9,6 +9,7 @@ one module per job:
 - :mod:`~harness.pytest_plugin.gpu_sharing`: one GPU shared by xdist workers;
 - :mod:`~harness.pytest_plugin.xdist_groups`: ``xdist_group`` markers keep their tests on one
   xdist worker (pytest 9.2 broke pytest-xdist's own ``loadgroup``);
+- :mod:`~harness.pytest_plugin.worker_threads`: xdist workers split the cores' threads;
 - :mod:`~harness.pytest_plugin.recording`: result rows, tallies, the report folder at the end;
 - :mod:`~harness.pytest_plugin.judging`: which implementations decide the exit code, and the
   test command's exit status;
@@ -35,6 +36,7 @@ pytest_plugins = [
     "harness.pytest_plugin.selection",
     "harness.pytest_plugin.gpu_sharing",
     "harness.pytest_plugin.xdist_groups",
+    "harness.pytest_plugin.worker_threads",
     "harness.pytest_plugin.recording",
     "harness.pytest_plugin.judging",
     "harness.pytest_plugin.progress",
