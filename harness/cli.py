@@ -18,8 +18,8 @@ import sys
 
 from harness.core.input_space import PROFILES as PROFILE_NAMES
 from harness.core.verdicts import EXIT_BAD, EXIT_GOOD, EXIT_UNTESTABLE, folder_verdict
-from harness.options import (SELECTION_FLAG, Selection, SelectionError, add_options,
-                             selection_flags_in)
+from harness.options import SELECTION_FLAG, add_options
+from harness.options.selection import Selection, SelectionError, selection_flags_in
 from harness.reports.meta import new_report_folder
 
 
@@ -76,7 +76,7 @@ def _fold_selection_flags(selection: Selection, passthrough: list[str]):
     """Selection options given after ``--`` (``harness run -- --impl X``, which earlier releases
     passed on to pytest) join the selection, with a deprecation note: pytest reads the run's
     selection from one file. Returns the selection and the rest of ``passthrough``."""
-    from harness.options import note_deprecated_passthrough, selection_from_pytest_flags
+    from harness.options.selection import note_deprecated_passthrough, selection_from_pytest_flags
 
     if not selection_flags_in(passthrough):
         return selection, passthrough
@@ -197,9 +197,10 @@ def default_workers(passthrough: list[str]) -> int | None:
 
     if has_gpu():
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from harness.pytest_plugin.worker_threads import usable_cores
+
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
-    workers = max(1, min(cores or 1, int(memory // GIB_PER_WORKER)))
+    workers = max(1, min(usable_cores(), int(memory // GIB_PER_WORKER)))
     return workers if workers > 1 else None
 
 

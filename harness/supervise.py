@@ -117,7 +117,7 @@ def run_pytest(args: list[str], folder: pathlib.Path, profile: str) -> int:
 def _shown_argv(args: list[str]) -> list[str]:
     """run.json's ``argv``: the selection file spelt out as the options it holds, as the
     plugin writes it (the command that reproduces the run); as given where it cannot be read."""
-    from harness.options import SelectionError, spelt_out
+    from harness.options.selection import SelectionError, spelt_out
 
     try:
         return spelt_out(args)

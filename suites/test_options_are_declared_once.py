@@ -1,5 +1,5 @@
 """Every option of the ``harness`` commands and of the pytest plugin comes from one table
-(``harness/options.py``): one name per meaning, the old spellings parsed into the same selection
+(``harness/options/``): one name per meaning, the old spellings parsed into the same selection
 with a warning, and ``harness run`` handing pytest its selection as a file, not re-spelt."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import warnings
 import pytest
 
 from harness.cli import SUITES, build_parser, main, pytest_argv
-from harness.options import (COMMANDS, OPTIONS, SELECTION_DESTS, SELECTION_FLAG, OldArity,
-                             OldSpelling, Selection, add_options, markdown_table, options_for,
-                             selection_flags_in)
+from harness.options import (COMMANDS, OPTIONS, SELECTION_FLAG, OldArity, OldSpelling,
+                             add_options, markdown_table, options_for)
+from harness.options.selection import SELECTION_DESTS, Selection, selection_flags_in
 from harness.pytest_plugin import context
 from harness.pytest_plugin.options import check_names
 

@@ -170,8 +170,8 @@ NEEDS_A_SERVER = {"sglang-tilelang": {op: (
 here", never judged as failing)."""
 
 
-def _why_not_here(impl: str) -> str | None:
-    """Why an implementation's kernels cannot run on this machine, or None."""
+def _why_not_here(impl: str, op: str) -> str | None:
+    """Why an implementation's entry for ``op`` cannot run on this machine, or None."""
     if impl != "sglang-tilelang":
         return None
     import torch
@@ -181,7 +181,7 @@ def _why_not_here(impl: str) -> str | None:
                 "(a GPU-host extra)")
     if not torch.cuda.is_available() or torch.version.hip is not None:
         return "SGLang's TileLang kernels compile for a CUDA GPU; this machine has none"
-    return None
+    return NEEDS_A_SERVER.get(impl, {}).get(op)
 
 
 def _entry(api, key: str, name: str):
@@ -329,16 +329,13 @@ def _bind_one(impl: str, op: str, fn, api):
 
 
 def _bind_impl(impl: str, api) -> dict:
-    blocked = _why_not_here(impl)
     bound: dict = {}
     for op, (key, name) in ENTRIES[impl].items():
         fn = _entry(api, key, name)
         if isinstance(fn, str):
             bound[op] = fn
-        elif blocked:
+        elif blocked := _why_not_here(impl, op):
             bound[op] = f"{name}: {blocked}"
-        elif op in NEEDS_A_SERVER.get(impl, {}):
-            bound[op] = f"{name}: {NEEDS_A_SERVER[impl][op]}"
         else:
             bound[op] = _bind_one(impl, op, fn, api)
     for op, parts in COMPOSED.items():

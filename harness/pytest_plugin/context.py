@@ -1,6 +1,6 @@
 """Where this pytest process stands: which xdist worker it is (None: the controller), the
 report folder it writes to (None: no ``--report-dir``), and what the run judges: its
-:class:`~harness.options.Selection` and profile, resolved once, in ``pytest_configure``, and
+:class:`~harness.options.selection.Selection` and profile, resolved once, in ``pytest_configure``, and
 read from the config's stash after that."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pathlib
 
 import pytest
 
-from harness.options import SELECTION_FLAG, Selection, SelectionError, selection_options_given
+from harness.options import SELECTION_FLAG
+from harness.options.selection import Selection, SelectionError, selection_options_given
 from harness.profiles import Profile, get_profile
 
 PROFILE = pytest.StashKey[Profile]()

@@ -16,7 +16,7 @@ from harness.core import device as harness_device
 from harness.core.errors import is_out_of_memory
 from harness.core.registry import records
 from harness.core.results import SESSION
-from harness.options import spelt_out
+from harness.options.selection import spelt_out
 from harness.pytest_plugin.context import report_dir, run_profile, selection, xdist_worker
 from harness.pytest_plugin.in_flight import stopped
 from harness.pytest_plugin.selection import CASE_PROPERTY, COLLECTED, implementations_of

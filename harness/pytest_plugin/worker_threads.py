@@ -16,9 +16,14 @@ from harness.pytest_plugin.context import xdist_worker
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def threads_per_worker(workers: int) -> int:
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports one)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // max(1, workers))
+    return cores or 1
+
+
+def threads_per_worker(workers: int) -> int:
+    return max(1, usable_cores() // max(1, workers))
 
 
 @pytest.hookimpl(tryfirst=True)
