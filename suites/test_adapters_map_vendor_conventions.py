@@ -82,6 +82,22 @@ def test_mhc_adapters_meet_the_contract(standin_vendors, op, impl):
         _passes(op, impl, Case(op, tokens=tokens, hidden=MHC_HIDDEN, seed=3))
 
 
+@pytest.mark.parametrize("op", MHC_OPS)
+def test_tilelang_entries_get_the_contracts_leading_dims_flattened(standin_vendors, op):
+    """vLLM's TileLang kernels take ``[T, m, H]`` only (the stand-ins refuse other ranks, as the
+    real ones do): the adapter flattens the contract's ``[2, 3, m, H]`` and restores it."""
+    spec = get_spec(op)
+    fn = registry.get(op, "tilelang").fn
+    inputs = spec.make_inputs(Case(op, tokens=6, hidden=MHC_HIDDEN, seed=2))
+    flat = spec.run(fn, inputs)
+    shaped = {k: v.reshape(2, 3, *v.shape[1:]) if k in spec.token_args else v
+              for k, v in inputs.items()}
+    out = spec.run(fn, shaped)
+    for name in spec.outputs:
+        assert out[name].shape == (2, 3, *flat[name].shape[1:]), name
+        assert torch.equal(out[name].reshape(flat[name].shape), flat[name]), name
+
+
 def test_aiter_mhc_post_writes_into_a_caller_made_output(standin_vendors):
     case = Case("mhc_post", tokens=5, hidden=MHC_HIDDEN)
     spec = get_spec("mhc_post")

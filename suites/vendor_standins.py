@@ -10,6 +10,7 @@ records every call so tests can check what the adapter passed.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import types
 
@@ -64,6 +65,18 @@ def _vllm_hc_head_tilelang(hs_flat, fn, hc_scale, hc_base, rms_eps, hc_eps):
     return mhc_ref.hc_head(hs_flat, fn, hc_scale, hc_base, rms_eps, hc_eps)
 
 
+def _tilelang_packed(fn, kernel: str):
+    """vLLM's TileLang entries check a packed ``[T, m, H]`` ABI: other leading dims are refused."""
+    signature = inspect.signature(fn)
+
+    def call(*args, **kwargs):
+        residual = signature.bind(*args, **kwargs).arguments["residual"]
+        assert residual.dim() == 3, f"kernel {kernel} input residual ndim mismatch, expected 3"
+        return fn(*args, **kwargs)
+    functools.update_wrapper(call, fn)
+    return call
+
+
 def _vllm_hc_head_fused_cpu(hidden_states, hc_fn, hc_scale, hc_base, rms_norm_eps, hc_eps):
     return mhc_ref.hc_head(hidden_states, hc_fn, hc_scale, hc_base, rms_norm_eps, hc_eps)
 
@@ -89,8 +102,10 @@ def vllm_modules() -> dict[str, types.ModuleType]:
         "vllm.model_executor.kernels.mhc": module("vllm.model_executor.kernels.mhc", **mhc),
         "vllm.model_executor.kernels.mhc.tilelang": module(
             "vllm.model_executor.kernels.mhc.tilelang",
-            mhc_pre_tilelang=_vllm_mhc_pre, mhc_post_tilelang=mhc_ref.mhc_post,
-            mhc_fused_post_pre_tilelang=mhc_ref.mhc_fused_post_pre,
+            mhc_pre_tilelang=_tilelang_packed(_vllm_mhc_pre, "mhc_pre_tilelang"),
+            mhc_post_tilelang=_tilelang_packed(mhc_ref.mhc_post, "mhc_post_tilelang"),
+            mhc_fused_post_pre_tilelang=_tilelang_packed(mhc_ref.mhc_fused_post_pre,
+                                                         "mhc_fused_post_pre_tilelang"),
             hc_head_fused_kernel_tilelang=_vllm_hc_head_tilelang),
         "vllm.triton_utils": module("vllm.triton_utils", HAS_TRITON=True),
         "vllm.utils": module("vllm.utils"),

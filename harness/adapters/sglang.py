@@ -41,6 +41,7 @@ import os
 
 from harness.adapters.base import TF32_OPS, Adapter, namespace, not_this_contract
 from harness.adapters.signature import bind_by_name
+from harness.adapters.token_dims import token_flattened
 from harness.core.registry import Unsupported
 from kernels.mhc.ops import FUSED_AS_COMPOSITION, MHC_OPS
 
@@ -88,10 +89,6 @@ NOT_THIS_CONTRACT = {
         "would be the adapter's code, not SGLang's",
     },
 }
-TOKEN_DIMS = {"residual": 2, "x": 1, "post_layer_mix": 2, "comb_res_mix": 2,
-              "hidden_states": 2}
-"""Contract arguments with leading token dims, and how many trailing dims each keeps."""
-
 SLICE_K = 64
 """``_num_slices_for`` asserts ``K = hc_mult * hidden`` is a multiple of its 64-wide K block."""
 
@@ -205,33 +202,6 @@ def _check_parameters(fn, expected: tuple[str, ...]) -> str | None:
         return (f"{fn.__module__}.{fn.__qualname__}{inspect.signature(fn)}: the adapter binds "
                 f"parameters {expected}; this release renamed or reordered them")
     return None
-
-
-def token_flattened(op: str, call):
-    """``call`` (a contract function of an entry that takes ``[T, m, H]``) given other leading
-    dims flattened, its outputs restored to them. 3-D inputs pass as given (views included)."""
-    from harness.adapters.signature import contract_signature
-
-    contract = contract_signature(op)
-    first = next(n for n in contract.parameters if n in TOKEN_DIMS)
-
-    def flat(*args, **kwargs):
-        bound = contract.bind(*args, **kwargs)
-        lead_dims = bound.arguments[first].dim() - TOKEN_DIMS[first]
-        if lead_dims == 1:
-            return call(*bound.args, **bound.kwargs)
-        lead = bound.arguments[first].shape[:lead_dims]
-        for name, keep in TOKEN_DIMS.items():
-            if name in bound.arguments:
-                value = bound.arguments[name]
-                bound.arguments[name] = value.reshape(-1, *value.shape[value.dim() - keep:])
-        out = call(*bound.args, **bound.kwargs)
-        outs = out if isinstance(out, tuple) else (out,)
-        restored = tuple(o.reshape(*lead, *o.shape[1:]) for o in outs)
-        return restored if isinstance(out, tuple) else restored[0]
-
-    flat.__wrapped__ = call
-    return flat
 
 
 def _by_name(op: str, fn):

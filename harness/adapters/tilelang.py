@@ -11,6 +11,7 @@ import importlib
 import os
 
 from harness.adapters.base import TF32_GEMM, TF32_OPS, Adapter
+from harness.adapters.token_dims import token_flattened
 from kernels.mhc.ops import MHC_OPS
 
 def discover():
@@ -25,12 +26,15 @@ def discover():
 
 
 def bind(module) -> dict:
-    """Entry names and parameter names as vLLM's adapter finds them (bound by name)."""
+    """Entry names and parameter names as vLLM's adapter finds them (bound by name). The kernels
+    take ``[T, m, H]`` only ("input a ndim mismatch, expected 3"), so the contract's other
+    leading dims are flattened and restored around them."""
     from harness.adapters.vllm import bind_mhc_entry, find_mhc_entry
 
     found = {op: find_mhc_entry(module, "tilelang", op) for op in MHC_OPS}
-    return {"tilelang": {op: fn if isinstance(fn, str) else bind_mhc_entry(op, fn)
-                         for op, fn in found.items()}}
+    bound = {op: fn if isinstance(fn, str) else bind_mhc_entry(op, fn) for op, fn in found.items()}
+    return {"tilelang": {op: token_flattened(op, call) if callable(call) else call
+                         for op, call in bound.items()}}
 
 
 PACKED_INPUTS = {"inputs": "contiguous"}
