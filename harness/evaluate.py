@@ -126,6 +126,18 @@ def inputs_changed(before: dict[str, torch.Tensor], inputs: dict) -> list[str]:
     return changed
 
 
+def written_cells(spec: OpSpec, name: str, a: torch.Tensor, b: torch.Tensor,
+                  unwritten: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two calls' ``name`` outputs in the form they must agree on bitwise: the spec's canonical
+    view, with the elements the implementation declares it leaves unwritten (``unwritten``:
+    output -> mask, from ``OpSpec.unwritten``) set equal, since they hold whatever the buffer
+    held."""
+    mask = (unwritten or {}).get(name)
+    if mask is not None and a.shape == b.shape == mask.shape:
+        a, b = a.masked_fill(mask, 0), b.masked_fill(mask, 0)
+    return spec.canonical(name, a), spec.canonical(name, b)
+
+
 def compare_runs(spec: OpSpec, case: Case, impl: str, first: dict, later: dict,
                  run: int, unwritten: dict | None = None) -> list[dict]:
     """One row per output: does run ``run`` (2, 3, ...) reproduce the first run's bits? Elements
@@ -133,11 +145,7 @@ def compare_runs(spec: OpSpec, case: Case, impl: str, first: dict, later: dict,
     compared: they hold whatever the buffer held."""
     rows = []
     for name in spec.outputs:
-        a, b = first[name], later[name]
-        mask = (unwritten or {}).get(name)
-        if mask is not None and a.shape == b.shape == mask.shape:
-            a, b = a.masked_fill(mask, 0), b.masked_fill(mask, 0)
-        a, b = spec.canonical(name, a), spec.canonical(name, b)
+        a, b = written_cells(spec, name, first[name], later[name], unwritten)
         tokens = differing_tokens(a, b)
         detail = ""
         if tokens:

@@ -191,3 +191,39 @@ def test_a_captured_checked_call_replays_its_kernel_alone():
 def test_paged_logits_replayed_graph_equals_eager(target, record):
     case = target.case
     _check(target, case.with_tokens(case.param("batch") * case.param("next_n")), record)
+
+
+@pytest.mark.parametrize("changes_inside", [False, True], ids=["outside-only", "inside-too"])
+def test_replays_compare_only_the_cells_an_implementation_writes(changes_inside):
+    """An implementation declaring ``outside_window: unwritten`` (SGLang's TileLang paged logits)
+    holds other bytes outside the windows in a replay than in an eager call: the bitwise
+    comparison skips those cells, and a logit inside a window that moves still fails it."""
+    import dataclasses
+
+    import torch
+
+    from harness.core.cases import Case
+    from harness.core.registry import records
+    from harness.core.specs import get_spec
+
+    op = "fp8_paged_mqa_logits"
+    shipped = records(op)["triton"]
+    calls = torch.zeros((), device="cuda")
+
+    def outside_left_as_the_buffer_held(*args, **kwargs):
+        out = shipped.fn(*args, **kwargs)
+        calls.add_(1)
+        outside = torch.isneginf(out)
+        out = torch.where(outside, calls, out)
+        return out + (~outside) * calls * 2.0 ** -4 if changes_inside else out
+
+    impl = dataclasses.replace(shipped, fn=outside_left_as_the_buffer_held,
+                               declared={**shipped.declared, "outside_window": "unwritten"})
+    case = Case(op, tokens=4, device="cuda", batch=2, next_n=2, context=8192, heads=64,
+                capacity=True)
+    finding = cuda_graph.check(get_spec(op), impl, case)
+    bitwise = [r for r in finding.rows if r["output"] == "logits"]
+    assert bitwise, f"no bitwise replay row: {finding.explain()}"
+    assert finding.passed != changes_inside, finding.explain()
+    assert all(r["verdict"] == ("fail" if changes_inside else "pass") for r in bitwise), \
+        finding.explain()

@@ -22,7 +22,7 @@ import torch
 from kernels.runtime import deferred
 from harness.core.results import Finding, result_row
 from harness.core.metrics import differing_tokens
-from harness.evaluate import kept, tensors_of
+from harness.evaluate import kept, tensors_of, written_cells
 from harness.core.cases import Case
 from harness.core.specs import Comparison, OpSpec
 
@@ -72,9 +72,10 @@ def check(spec: OpSpec, impl, case: Case, replays: int = 2) -> Finding:
 
 def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays: int) -> Finding:
     """Replays on new inputs, each compared with an eager call bitwise and with the reference.
-    An implementation that declares cells it leaves unwritten (``outside_window``) is judged
-    against the reference alone: those cells hold whatever its buffers held, in a replay as
-    in an eager call."""
+    Cells an implementation declares it leaves unwritten (``OpSpec.unwritten``) hold whatever
+    its buffers held, in a replay as in an eager call: the bitwise comparison skips them, and
+    skips an output whose unwritten cells the spec cannot locate (judged against the reference
+    alone)."""
     rows, problems = [], []
     for i in range(1, replays + 1):
         new_case = dataclasses.replace(case, seed=case.seed + i)
@@ -87,14 +88,16 @@ def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays
         torch.cuda.synchronize()
         got = kept(spec.collect(static, result))  # before the eager call can overwrite it
         want = spec.run(impl.fn, new)
-        for name in spec.outputs if not impl.declared.get("outside_window") else ():
-            tokens = differing_tokens(spec.canonical(name, got[name]), spec.canonical(name, want[name]))
+        comparison = _comparison(spec, impl, new, got)
+        unwritten = spec.unwritten(comparison)
+        for name in _bitwise_outputs(spec, impl, unwritten):
+            tokens = differing_tokens(*written_cells(spec, name, got[name], want[name], unwritten))
             detail = (f"replay {i} (seed {new_case.seed}) differs from an eager call in "
                       f"{len(tokens)} tokens (first: {', '.join(map(str, tokens[:8]))})"
                       if tokens else "")
             problems += [detail] if tokens else []
             rows.append(_row(new_case, impl, name, "fail" if tokens else "pass", detail))
-        for judged in _against_reference(spec, impl, new, got):
+        for judged in spec.compare(comparison):
             detail = (f"replay {i} (seed {new_case.seed}) against the reference: "
                       f"{judged['detail']}" if not judged["passed"] else "")
             problems += [detail] if detail else []
@@ -109,13 +112,19 @@ def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays
                    "equal eager calls bitwise", rows)
 
 
-def _against_reference(spec: OpSpec, impl, inputs: dict, outputs: dict) -> list[dict]:
-    """A replay's outputs judged like any call's: an op that bakes a value of the capture into
-    its launch (a host-side maximum, a first call's length) and uses it in eager calls too is
-    wrong in both, which a comparison with an eager call alone cannot see."""
+def _comparison(spec: OpSpec, impl, inputs: dict, outputs: dict) -> Comparison:
+    """A replay's outputs against the reference, judged like any call's: an op that bakes a
+    value of the capture into its launch (a host-side maximum, a first call's length) and uses
+    it in eager calls too is wrong in both, which a comparison with an eager call alone cannot
+    see."""
     ref = spec.reference(inputs)
-    return spec.compare(Comparison(inputs, outputs, spec.refine_reference(inputs, outputs, ref),
-                                   impl))
+    return Comparison(inputs, outputs, spec.refine_reference(inputs, outputs, ref), impl)
+
+
+def _bitwise_outputs(spec: OpSpec, impl, unwritten: dict) -> tuple[str, ...]:
+    if impl.declared.get("outside_window") != "unwritten":
+        return spec.outputs
+    return tuple(name for name in spec.outputs if name in unwritten)
 
 
 def capture(graph: torch.cuda.CUDAGraph, launch):
