@@ -1,7 +1,9 @@
 """Loading external implementations: ``--impl-module`` and ``HARNESS_IMPL_MODULES``.
 
 A module is a dotted name or a path to a ``.py`` file; importing it runs its ``register`` calls.
-A module that fails to import is an error that names it, never a silent skip.
+A module that fails to import is an error that names it, never a silent skip. Deprecation
+warnings its import raises (an old ``from harness.registry import register``) are printed to
+stderr naming the module, whatever warning filters the process or pytest release has.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import importlib.util
 import os
 import pathlib
 import sys
+import warnings
 
 _LOADED: set[str] = set()
 
@@ -22,6 +25,20 @@ class ImplModuleError(RuntimeError):
 def load_impl_module(spec: str) -> None:
     if spec in _LOADED:
         return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        _import(spec)
+    for warning in caught:
+        if issubclass(warning.category, DeprecationWarning):
+            print(f"note: --impl-module {spec}: {warning.category.__name__}: {warning.message}",
+                  file=sys.stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno)
+    _LOADED.add(spec)
+
+
+def _import(spec: str) -> None:
     path = pathlib.Path(spec)
     try:
         if spec.endswith(".py") or path.is_file():
@@ -40,7 +57,6 @@ def load_impl_module(spec: str) -> None:
         raise ImplModuleError(
             f"--impl-module {spec} failed to import: {type(exc).__name__}: {exc}. Fix the module "
             "(run `python -c 'import ...'` on it) or drop the flag.") from exc
-    _LOADED.add(spec)
 
 
 def load_impl_modules(specs: list[str], env: bool = True) -> None:

@@ -158,7 +158,8 @@ def test_a_run_scoped_by_impl_leaves_other_vendor_packages_unimported():
 def test_interpreted_vendors_skip_says_so_and_never_holds_back_a_judged_one(tmp_path):
     """``--interpreted-vendors skip`` (the test command's) skips a vendor's Triton sweep cases
     on a CPU with a reason naming `harness run`, counts them as not judged in run.json, keeps the
-    shipped kernels and vendors' torch paths, and never skips a vendor the run names."""
+    shipped kernels and vendors' torch paths, and never skips a vendor the run names. (CPU
+    tensors, so that a GPU host interprets them too.)"""
     suites = pathlib.Path(__file__).resolve().parent
 
     def run(*extra):
@@ -166,7 +167,7 @@ def test_interpreted_vendors_skip_says_so_and_never_holds_back_a_judged_one(tmp_
         cmd = [sys.executable, "-m", "pytest", str(suites / "test_mhc_accuracy.py"), "-q",
                "-p", "no:xdist", "-p", "no:cacheprovider", "--interpreted-vendors", "skip",
                "-k", "test_matches_reference and mhc_post and T7 and (liger or torch)",
-               "--report-dir", str(folder), "-rs", *extra]
+               "--report-dir", str(folder), "-rs", "--device", "cpu", *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=suites.parent,
                               env=child_env(HARNESS_ADAPTERS="liger"))
         return proc, json.loads((folder / "run.json").read_text())
@@ -180,3 +181,16 @@ def test_interpreted_vendors_skip_says_so_and_never_holds_back_a_judged_one(tmp_
     proc, meta = run("--impl", "liger")
     assert "leaves to `harness run`" not in proc.stdout and meta["cases_run"].get("liger"), \
         proc.stdout[-3000:]
+
+
+def test_an_interpreter_the_harness_turned_on_is_not_handed_to_its_children(monkeypatch):
+    """An in-process ``--device cpu`` call on a GPU host (a fuzz test's) turns the interpreter on
+    for its pytest worker: the worker's later children (compute-sanitizer's GPU case, a
+    ``harness run``) choose from their own device, while a user's TRITON_INTERPRET still passes."""
+    from harness.core import device
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(device, "interpreter_turned_on_here", True)
+    assert "TRITON_INTERPRET" not in child_env()
+    monkeypatch.setattr(device, "interpreter_turned_on_here", False)
+    assert child_env()["TRITON_INTERPRET"] == "1"

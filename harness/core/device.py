@@ -20,6 +20,12 @@ def default_device() -> str:
     return "cuda" if has_gpu() else "cpu"
 
 
+interpreter_turned_on_here = False
+"""Whether ``configure_triton`` set TRITON_INTERPRET in this process (the user did not): child
+processes are then not handed it (:func:`harness.subprocess_env.child_env`), and decide from
+their own device, as this process did."""
+
+
 @functools.cache
 def configure_triton(cpu_tensors: bool = False) -> None:
     """Turn on the Triton interpreter when there is no GPU, or when the run asks for CPU
@@ -32,9 +38,11 @@ def configure_triton(cpu_tensors: bool = False) -> None:
     (:mod:`harness.core.interpreter_rounding`), and its helper calls stop re-patching the
     language (:mod:`kernels.runtime.interpreter_speed`).
     """
+    global interpreter_turned_on_here
     if (cpu_tensors or not has_gpu()) and "TRITON_INTERPRET" not in os.environ:
         if os.environ.get("HARNESS_NO_TRITON_INTERPRET", "0") in ("", "0"):
             os.environ["TRITON_INTERPRET"] = "1"
+            interpreter_turned_on_here = True
     if triton_interpreted():
         from harness.core import interpreter_rounding
         from kernels.runtime import interpreter_speed
