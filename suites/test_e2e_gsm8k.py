@@ -21,11 +21,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 GOLDEN = "smollm2-135m-q4_1-llamacpp-5shot-first20"
 MAIN_GOLDEN = "smollm2-135m-q4_1-llamacpp-1shot-first3"
 """The main job's golden: 3 questions 1-shot (a 5-shot prompt costs ~10 s a question on a 2-core
-CPU), with logprobs, recorded with the portable llama.cpp build scripts/install.sh makes."""
+CPU), at most 64 generated tokens each, with logprobs, recorded with the portable llama.cpp build
+scripts/install.sh makes."""
+TOKENS = "max_gen_toks=64"
+"""The main golden's token budget, which every run here states: llama-cpp-python's server sorts
+the whole vocabulary in Python for each token of a logprob pass (~0.2 s a token on 2 cores), so
+the budget, not the question count, sets the cost of a level."""
 LIMIT = 3
 """Questions per run of the local-golden tests, 1-shot, as the main run's: a 5-shot prompt (~1100
 tokens) costs ~10 s a question on a 2-core CPU, a 1-shot one a third of that. The q8_0 K cache
-flips a confident choice in 2 of these 3 greedy outputs with the portable llama.cpp build."""
+moves these 3 greedy outputs (64 tokens each) past the drift limits with the portable llama.cpp
+build."""
 FAKE = str(pathlib.Path(__file__).with_name("fake_openai_server.py"))
 
 
@@ -155,7 +161,7 @@ def test_unchanged_server_is_no_regression_against_a_golden_from_another_machine
     assert "What each level was compared with" in (out / "e2e_summary.md").read_text()
 
 
-SHOTS = ("--limit", LIMIT, "--num-fewshot", 1)
+SHOTS = ("--limit", LIMIT, "--num-fewshot", 1, "--gen-kwargs", TOKENS)
 
 
 @pytest.fixture(scope="module")
@@ -209,8 +215,9 @@ def test_local_golden_in_one_command_then_sampling_is_flagged(local_golden,
     assert "exact outputs (fingerprint matches" in basis[0]
     assert any(b.startswith(f"golden: logprob drift over {LIMIT} questions ({LIMIT} identical")
                for b in basis), basis
-    proc = harness("e2e", "--smollm", "--levels", "1", *SHOTS, "--golden", local_golden,
-                   "--gen-kwargs", "do_sample=True,temperature=1.0", "--logprobs", 0,
+    proc = harness("e2e", "--smollm", "--levels", "1", "--limit", LIMIT, "--num-fewshot", 1,
+                   "--golden", local_golden, "--gen-kwargs",
+                   f"do_sample=True,temperature=1.0,{TOKENS}", "--logprobs", 0,
                    "--output", tmp_path / "s")
     level = _summary(tmp_path / "s")["levels"][0]
     assert proc.returncode == 1, proc.stdout[-3000:]
