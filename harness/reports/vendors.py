@@ -146,44 +146,53 @@ def _judged_status(rows: pd.DataFrame, profile: str, impl_modules: list[str], ca
 
 def markdown(matrix: pd.DataFrame, profile: str) -> list[str]:
     """The summary's section: per vendor and release, one line per (implementation, op) with
-    the cells grouped by status; every failing cell on its own line with its worst case."""
+    the cells grouped by status; every failing cell on its own line with its worst case.
+    (Grouped over plain records: pandas' per-group selections cost ~2 s a report.)"""
     if matrix.empty:
         return []
     lines = [f"## Vendor conformance (profile `{profile}`)", "",
              "Each vendor's implementations, per op and input-space cell: pass, FAIL (worst "
              "case, reproduce/replay), known deviation, not run here (why), not this contract "
              "(why). `harness vendors DIR` prints it for a run folder.", ""]
-    for (vendor, release), mine in matrix.groupby(["vendor", "release"], sort=False):
+    for (vendor, release), mine in _grouped(matrix.to_dict("records"), "vendor", "release"):
         lines += [f"### {vendor} ({release})", ""]
-        if len(mine.groupby(["status", "why"])) == 1:
-            lines += [f"Every implementation, op and cell: {mine['status'].iloc[0]}"
-                      + (f" ({_cell_text(mine['why'].iloc[0])})" if mine["why"].iloc[0] else "")
-                      + f"; implementations {', '.join(dict.fromkeys(mine['impl']))}.", ""]
+        kinds = {(r["status"], r["why"]) for r in mine}
+        if len(kinds) == 1:
+            status, why = kinds.pop()
+            lines += [f"Every implementation, op and cell: {status}"
+                      + (f" ({_cell_text(why)})" if why else "")
+                      + f"; implementations {', '.join(dict.fromkeys(r['impl'] for r in mine))}.",
+                      ""]
             continue
         lines += ["| implementation | op | status | cells |", "| --- | --- | --- | --- |"]
-        for (impl, op), rows in mine.groupby(["impl", "op"], sort=False):
+        for (impl, op), rows in _grouped(mine, "impl", "op"):
             for status in STATUSES:
-                group = rows[rows["status"] == status]
-                if group.empty:
-                    continue
+                group = [r for r in rows if r["status"] == status]
                 if status == FAIL:
-                    for r in group.itertuples():
-                        how = "; ".join(f"{k}: `{v}`" for k, v in (("reproduce", r.reproduce),
-                                                                   ("replay", r.replay)) if v)
-                        lines.append(f"| {impl} | {op} | **FAIL** | {r.axis}/{r.cell}: "
-                                     f"{r.failed} of {r.cases} case(s); worst "
-                                     f"{_cell_text(r.worst)}{'; ' + how if how else ''} |")
+                    for r in group:
+                        how = "; ".join(f"{k}: `{r[k]}`" for k in ("reproduce", "replay") if r[k])
+                        lines.append(f"| {impl} | {op} | **FAIL** | {r['axis']}/{r['cell']}: "
+                                     f"{r['failed']} of {r['cases']} case(s); worst "
+                                     f"{_cell_text(r['worst'])}{'; ' + how if how else ''} |")
                     continue
-                for why, same in group.groupby("why", sort=False):
-                    cells = ", ".join(_cell_name(r) for r in same.itertuples())
+                for (why,), same in _grouped(group, "why"):
+                    cells = ", ".join(_cell_name(r) for r in same)
                     note = f" ({_cell_text(why)[:240]})" if why else ""
                     lines.append(f"| {impl} | {op} | {status} | {_cell_text(cells)}{note} |")
         lines.append("")
     return lines
 
 
-def _cell_name(row) -> str:
-    return row.cell if not row.axis else f"{row.axis}/{row.cell}"
+def _grouped(records: list[dict], *keys: str) -> list[tuple[tuple, list[dict]]]:
+    """``records`` grouped by ``keys``, groups and their members in first-seen order."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return list(groups.items())
+
+
+def _cell_name(row: dict) -> str:
+    return row["cell"] if not row["axis"] else f"{row['axis']}/{row['cell']}"
 
 
 def _cell_text(text: str) -> str:

@@ -390,7 +390,7 @@ class TopKDecodeSpec(_TopKSpec):
         ORDERS, padding="the short calls turn half the requests into padding (seq_len 1: rows "
         "that were valid end at <= 0 when next_n > 1)", dirty=DIRTY))
     fuzz_space = FuzzSpace({**FUZZ_COMMON, "batch": Sizes(1, 2048, edges=(1, 2, 63, 64, 65, 2048)),
-                            "next_n": Sizes(1, 4), "padded_requests": Sizes(0, 3),
+                            "next_n": Sizes(1, 4, edges=(1, 2, 4)), "padded_requests": Sizes(0, 3),
                             "seq_lens_2d": flag(), "full_rows": flag()},
                            requests="batch", shrink_to_fit=("batch", "context"),
                            adjust=context_holds_drafts)
