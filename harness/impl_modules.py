@@ -25,9 +25,16 @@ class ImplModuleError(RuntimeError):
 def load_impl_module(spec: str) -> None:
     if spec in _LOADED:
         return
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DeprecationWarning)
-        _import(spec)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DeprecationWarning)
+            _import(spec)
+    finally:  # a deprecation note may be what explains a failed import
+        _show(spec, caught)
+    _LOADED.add(spec)
+
+
+def _show(spec: str, caught: list) -> None:
     for warning in caught:
         if issubclass(warning.category, DeprecationWarning):
             print(f"note: --impl-module {spec}: {warning.category.__name__}: {warning.message}",
@@ -35,7 +42,6 @@ def load_impl_module(spec: str) -> None:
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename,
                                    warning.lineno)
-    _LOADED.add(spec)
 
 
 def _import(spec: str) -> None:

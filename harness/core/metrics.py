@@ -50,7 +50,8 @@ def _within_binade(o: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """:func:`within_binade` of ``o`` and the reference already rounded to ``o``'s dtype, both
     in a floating type that holds them exactly."""
     o_abs, r_abs = o.abs(), r.abs()
-    near = (torch.sign(o) == torch.sign(r)) & (o_abs <= 2 * r_abs) & (r_abs <= 2 * o_abs)
+    half_o, half_r = o_abs * 0.5, r_abs * 0.5  # halved, not doubled: 2|o| overflows float32
+    near = (torch.sign(o) == torch.sign(r)) & (half_o <= r_abs) & (half_r <= o_abs)
     return near | (o == r)
 
 
