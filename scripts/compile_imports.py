@@ -20,22 +20,23 @@ import subprocess
 import sys
 
 GROUPS = {
-    "kernels": ("torch", "triton", "numpy"),
-    "reports": ("pandas", "matplotlib.pyplot", "jinja2", "hypothesis", "pytest", "xdist",
-                "llama_cpp", "llama_cpp.server.app", "lm_eval", "lm_eval.evaluator",
-                "lm_eval.tasks"),
+    "kernels": (("torch", "triton", "numpy"), "vllm,tilelang"),
+    "reports": (("pandas", "matplotlib.pyplot", "jinja2", "hypothesis", "pytest", "xdist",
+                 "llama_cpp", "llama_cpp.server.app", "lm_eval", "lm_eval.evaluator",
+                 "lm_eval.tasks"), "aiter,aiter_triton,sglang,liger,deepgemm"),
 }
-ADAPTERS = {"kernels": "vllm,tilelang", "reports": "aiter,aiter_triton,sglang,liger,deepgemm"}
+"""Group -> (modules imported first, the adapters it loads: HARNESS_ADAPTERS)."""
 
 
 def compile_group(name: str) -> int:
     sys.dont_write_bytecode = False
-    for module in GROUPS[name]:
+    modules, adapters = GROUPS[name]
+    for module in modules:
         try:
             importlib.import_module(module)
         except Exception:  # noqa: BLE001 - a missing extra (HARNESS_E2E=0) is fine here
             pass
-    os.environ["HARNESS_ADAPTERS"] = ADAPTERS[name]
+    os.environ["HARNESS_ADAPTERS"] = adapters
     try:
         from harness import families
 

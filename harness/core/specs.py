@@ -263,6 +263,12 @@ class OpSpec:
         none."""
         return {}
 
+    def bitwise_outputs(self, c: "Comparison", unwritten: dict) -> tuple[str, ...]:
+        """The outputs two calls of ``c.impl`` (a graph replay and an eager call) must agree on
+        bitwise, over their written cells (``unwritten``: from :meth:`unwritten`). Default: all;
+        a spec leaves out an output whose unwritten cells it cannot locate."""
+        return self.outputs
+
     def tolerance(self, output: str, accumulation: str | None = None) -> Tolerance:
         return self.tolerances.tolerance(self.op, output, self.output_dtypes[output], accumulation)
 

@@ -74,8 +74,8 @@ def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays
     """Replays on new inputs, each compared with an eager call bitwise and with the reference.
     Cells an implementation declares it leaves unwritten (``OpSpec.unwritten``) hold whatever
     its buffers held, in a replay as in an eager call: the bitwise comparison skips them, and
-    skips an output whose unwritten cells the spec cannot locate (judged against the reference
-    alone)."""
+    the outputs whose unwritten cells the spec cannot locate (``OpSpec.bitwise_outputs``: judged
+    against the reference alone)."""
     rows, problems = [], []
     for i in range(1, replays + 1):
         new_case = dataclasses.replace(case, seed=case.seed + i)
@@ -90,7 +90,7 @@ def _replay(spec: OpSpec, impl, case: Case, graph, static: dict, result, replays
         want = spec.run(impl.fn, new)
         comparison = _comparison(spec, impl, new, got)
         unwritten = spec.unwritten(comparison)
-        for name in _bitwise_outputs(spec, impl, unwritten):
+        for name in spec.bitwise_outputs(comparison, unwritten):
             tokens = differing_tokens(*written_cells(spec, name, got[name], want[name], unwritten))
             detail = (f"replay {i} (seed {new_case.seed}) differs from an eager call in "
                       f"{len(tokens)} tokens (first: {', '.join(map(str, tokens[:8]))})"
@@ -120,11 +120,6 @@ def _comparison(spec: OpSpec, impl, inputs: dict, outputs: dict) -> Comparison:
     ref = spec.reference(inputs)
     return Comparison(inputs, outputs, spec.refine_reference(inputs, outputs, ref), impl)
 
-
-def _bitwise_outputs(spec: OpSpec, impl, unwritten: dict) -> tuple[str, ...]:
-    if impl.declared.get("outside_window") != "unwritten":
-        return spec.outputs
-    return tuple(name for name in spec.outputs if name in unwritten)
 
 
 def capture(graph: torch.cuda.CUDAGraph, launch):

@@ -294,6 +294,13 @@ class MqaLogitsSpec(OpSpec):
             return {}
         return {"logits": torch.isneginf(expect).to(c.outputs["logits"].device)}
 
+    def bitwise_outputs(self, c: Comparison, unwritten: dict) -> tuple[str, ...]:
+        """Declared ``outside_window: unwritten`` and the cells not located (a sparse truth):
+        the logits cannot be compared bitwise."""
+        if c.declared("outside_window", "-inf") != "unwritten":
+            return self.outputs
+        return tuple(name for name in self.outputs if name in unwritten)
+
     def compare(self, c: Comparison):
         """Within the declared accumulation class's bound; an implementation that declares
         ``outside_window: unwritten`` is not judged outside the windows."""
