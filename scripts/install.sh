@@ -10,9 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-# --no-compile: byte-compiling every file of transformers, vLLM, SGLang and torch was most of the
-# install's time on 2 cores; scripts/compile_imports.py compiles what the harness imports instead.
-PIP=("$PY" -m pip install -q --no-compile -c constraints.txt)
 E2E=${HARNESS_E2E:-1}
 began=$(date +%s)
 step_began=$began
@@ -22,8 +19,34 @@ step() {  # step NAME: the time since the previous step
   step_began=$now
 }
 "$PY" scripts/check_disk.py
+# Packages go in with uv (pinned in constraints.txt) where the Python is a virtual environment's:
+# pip's resolver alone took ~45 s of the install's ~125 s on 2 cores, uv installs the same pinned
+# versions from the same sources (scripts/uv_args.py hands it pip's indexes, find-links and
+# constraint files) in ~15 s. HARNESS_INSTALLER=pip, a Python outside a virtual environment, a
+# pip setting uv cannot be told, or a failing uv: pip. Neither byte-compiles (pip: --no-compile):
+# byte-compiling every file of transformers, vLLM, SGLang and torch was most of an install's time
+# on 2 cores; scripts/compile_imports.py compiles what the harness imports instead.
+UV=()
+if [ "${HARNESS_INSTALLER:-uv}" = uv ] && "$PY" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)' \
+    && "$PY" -m pip install -q -c constraints.txt uv >/dev/null 2>&1; then
+  mapfile -t UV < <("$PY" scripts/uv_args.py "$PY")
+  cert=$("$PY" scripts/uv_args.py "$PY" --cert || true)
+fi
+UV_ENV=()  # pip's CA bundle, which uv reads from SSL_CERT_FILE
+[ -n "${cert:-}" ] && [ -z "${SSL_CERT_FILE:-}" ] && UV_ENV=("SSL_CERT_FILE=$cert")
+[ ${#UV[@]} -gt 0 ] && echo "install: with uv ($("$PY" -m uv --version))" || echo "install: with pip"
+install() {  # install ARGS...: the packages, pinned by constraints.txt
+  if [ ${#UV[@]} -gt 0 ]; then
+    if env "${UV_ENV[@]}" "$PY" -m uv pip install --python "$PY" -q "${UV[@]}" \
+        -c constraints.txt "$@"; then
+      return 0
+    fi
+    echo "install: uv failed (above); installing these with pip instead" >&2
+  fi
+  "$PY" -m pip install -q --no-compile -c constraints.txt "$@"
+}
 if [ "${HARNESS_KEEP_TORCH:-0}" = "0" ] && ! "$PY" -c 'import torch' 2>/dev/null; then
-  "${PIP[@]}" "torch==2.13.0"
+  install "torch==2.13.0"
 fi
 step "torch"
 # llama.cpp (llama-cpp-python, for the E2E suite's CPU server) is built from source, for a portable
@@ -60,7 +83,7 @@ fi
 # triton (3.6, the H100 hosts' version, needs numpy < 2.4 for its interpreter), and what vLLM's
 # ROCm sparse-MLA module (the indexer step under test) imports, found one import error at a time
 # (../shared/spec/ops.md): one resolution, all pinned, none of them replaces torch.
-"${PIP[@]}" -e ".[$EXTRAS]" "${LLAMA[@]}" triton "numpy<2.4" cbor2 transformers openai-harmony openai sniffio \
+install -e ".[$EXTRAS]" "${LLAMA[@]}" triton "numpy<2.4" cbor2 transformers openai-harmony openai sniffio \
   pybase64 cachetools msgspec uvloop py-cpuinfo prometheus-client xgrammar apache-tvm-ffi \
   partial-json-parser llguidance
 step "the harness and its packages"
@@ -78,7 +101,7 @@ step "the harness and its packages"
 has() { "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' "$1"; }
 has vllm || NO_DEPS+=(vllm)
 has sglang || NO_DEPS+=(sglang)
-"${PIP[@]}" --no-deps "${NO_DEPS[@]}" psutil pyzmq liger-kernel amd-aiter orjson ipython traitlets
+install --no-deps "${NO_DEPS[@]}" psutil pyzmq liger-kernel amd-aiter orjson ipython traitlets
 step "the vendors' Python: vLLM, Liger-Kernel, AITER's Triton kernels, SGLang"
 env -u PYTHONDONTWRITEBYTECODE "$PY" scripts/compile_imports.py
 step "byte-compiling what the harness imports (scripts/compile_imports.py)"

@@ -368,15 +368,20 @@ def test_the_progress_line_estimates_by_earlier_durations():
         "no estimate from 0.1% of the work"
 
 
-def test_an_install_short_of_disk_stops_before_it_starts(monkeypatch, capsys):
+def _script(name):
     import importlib.util
-    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_install_short_of_disk_stops_before_it_starts(monkeypatch, capsys):
     import types
 
-    path = pathlib.Path(__file__).parents[1] / "scripts" / "check_disk.py"
-    spec = importlib.util.spec_from_file_location("check_disk", path)
-    check_disk = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check_disk)
+    check_disk = _script("check_disk")
     monkeypatch.setattr(check_disk, "find_spec", lambda name: None)
     need = check_disk.needed()
     assert sum(need.values()) == pytest.approx(sum(check_disk.GB_BY_PACKAGE.values()) + 1.0)
@@ -392,6 +397,28 @@ def test_an_install_short_of_disk_stops_before_it_starts(monkeypatch, capsys):
     assert check_disk.main() == 0
     monkeypatch.setattr(check_disk, "find_spec", lambda name: object())
     assert check_disk.needed() == {}
+
+
+def test_uv_installs_from_pips_sources_or_not_at_all():
+    """The install uses uv only when it can hand uv every package source pip is configured with
+    (uv reads no pip.conf): each index, find-links folder and constraint file is passed on, an
+    environment variable wins over a file, and a setting uv is not told stops uv being used."""
+    uv_args = _script("uv_args")
+    listing = ("global.extra-index-url='file:///a/simple file:///b/simple'\n"
+               "global.find-links='/opt/wheels'\n:env:.find-links='/env/wheels'\n"
+               "global.constraint='/etc/c.txt'\nglobal.cert='/ca.crt'\n:env:.default-timeout='9'\n")
+    import unittest.mock
+
+    with unittest.mock.patch.object(uv_args.subprocess, "run",
+                                    return_value=unittest.mock.Mock(stdout=listing)):
+        settings = uv_args.pip_config("python")
+    assert settings["find-links"] == "/env/wheels" and settings["cert"] == "/ca.crt"
+    args = uv_args.uv_args(settings)
+    assert args == ["--index-strategy", "unsafe-best-match",
+                    "--extra-index-url", "file:///a/simple", "--extra-index-url", "file:///b/simple",
+                    "--find-links", "/env/wheels", "--constraint", "/etc/c.txt"]
+    with pytest.raises(ValueError, match="trusted-host"):
+        uv_args.uv_args({**settings, "trusted-host": "example.org"})
 
 
 def test_an_unknown_profile_is_a_usage_error_naming_the_profiles(tmp_path):
