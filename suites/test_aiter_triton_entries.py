@@ -88,12 +88,33 @@ def test_amd_only_launch_options_are_dropped_on_nvidia_only(monkeypatch):
     scope = {"_kernel": Kernel()}
     monkeypatch.setattr(aiter_triton_launch, "kernels_launched", lambda fn: scope)
     launch = aiter_triton_launch.launching(type(wrapper)(wrapper.__code__, scope, "wrapper"))
+    monkeypatch.setattr(aiter_triton_launch, "_compiled_for_nvidia", lambda kernel: False)
     launch(1)
-    monkeypatch.setattr(aiter_triton_launch, "_compiled_for_nvidia", lambda: True)
+    monkeypatch.setattr(aiter_triton_launch, "_compiled_for_nvidia", lambda kernel: True)
     monkeypatch.setattr(aiter_triton_launch, "_backend_options", lambda: frozenset({"num_warps"}))
     launch(1)
     assert seen == [["matrix_instr_nonkdim", "num_warps", "waves_per_eu", "x_ptr"],
                     ["num_warps", "x_ptr"]]
+
+
+@pytest.mark.machinery
+def test_whether_a_kernel_compiles_is_asked_of_the_kernel_not_of_triton_interpret(monkeypatch):
+    """AITER's kernels are compiled or interpreted as Triton decided when they were imported; a
+    CPU-tensor run turning TRITON_INTERPRET on later in the same process (on a GPU host) must
+    not stop the AMD-only options being dropped from the compiled ones (Triton 3.6 raises
+    KeyError on them for NVIDIA)."""
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    def body(x_ptr):
+        pass
+
+    compiled, interpreted = JITFunction(body), InterpretedFunction(body)
+    tuned = triton.autotune(configs=[triton.Config({})], key=[])(compiled)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert aiter_triton_launch._compiles(compiled) and aiter_triton_launch._compiles(tuned)
+    assert not aiter_triton_launch._compiles(interpreted)
 
 
 @pytest.mark.machinery

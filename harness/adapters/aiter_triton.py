@@ -43,6 +43,7 @@ import torch
 from harness.adapters.aiter_triton_launch import check_guard, guarded_full, launching
 from harness.adapters.aiter_triton_loader import DISTRIBUTION, GFX, INSTALL_HINT, load
 from harness.adapters.base import NOT_THIS_CONTRACT, Adapter, namespace
+from harness.core.device import triton_compiles_for_nvidia
 from harness.core.registry import Unsupported
 
 PACKAGE = "aiter.ops.triton"
@@ -132,13 +133,7 @@ UNSUPPORTED = {
 }
 
 
-def _compiled_for_nvidia() -> bool:
-    from harness.adapters.aiter_triton_launch import _compiled_for_nvidia as nvidia
-
-    return nvidia()
-
-
-_FP8_MMA = {"accumulation": "fp8-mma"} if _compiled_for_nvidia() else {}
+_FP8_MMA = {"accumulation": "fp8-mma"} if triton_compiles_for_nvidia() else {}
 """Compiled for an NVIDIA GPU, the logits kernels' fp8 tl.dot runs on fp8 tensor cores."""
 DECLARED = {
     "aiter-triton": {"fp8_mqa_logits": dict(_FP8_MMA), "fp8_paged_mqa_logits": dict(_FP8_MMA)},

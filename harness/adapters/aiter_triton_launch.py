@@ -33,10 +33,25 @@ GUARD_BITS = 0x7FC00A17
 """The guard's fill, a NaN payload no kernel computes: any other bits there were written."""
 
 
-def _compiled_for_nvidia() -> bool:
-    from harness.core.device import has_gpu, triton_interpreted
+def _compiles(kernel) -> bool:
+    """Whether ``kernel`` is compiled (a JITFunction under any autotuner or heuristics), not the
+    interpreter's stand-in. Asked of the kernel, not of TRITON_INTERPRET: Triton chose when the
+    module was imported, and a run that later asks for CPU tensors turns the variable on in the
+    same process while AITER's kernels stay compiled."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
 
-    return has_gpu() and not triton_interpreted() and torch.version.hip is None
+    for _ in range(8):
+        if isinstance(kernel, (JITFunction, InterpretedFunction)) or not hasattr(kernel, "fn"):
+            break
+        kernel = kernel.fn
+    return isinstance(kernel, JITFunction)
+
+
+def _compiled_for_nvidia(kernel) -> bool:
+    from harness.core.device import has_gpu
+
+    return has_gpu() and torch.version.hip is None and _compiles(kernel)
 
 
 @functools.cache
@@ -47,9 +62,10 @@ def _backend_options() -> frozenset[str]:
     return frozenset(make_backend(driver.active.get_current_target()).parse_options({}).__dict__)
 
 
-def options_to_drop() -> frozenset[str]:
-    """The AMD-only launch options Triton would reject here (none off NVIDIA)."""
-    if not _compiled_for_nvidia():
+def options_to_drop(kernel) -> frozenset[str]:
+    """The AMD-only launch options Triton would reject for ``kernel`` here (none unless it
+    compiles for NVIDIA)."""
+    if not _compiled_for_nvidia(kernel):
         return frozenset()
     return frozenset(AMD_ONLY_OPTIONS) - _backend_options()
 
@@ -92,7 +108,7 @@ class _Launch:
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
-            for option in options_to_drop():
+            for option in options_to_drop(self.kernel):
                 kwargs.pop(option, None)
             out = kwargs.get(self.output_arg) if self.output_arg else None
             if out is None:

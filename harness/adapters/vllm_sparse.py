@@ -30,6 +30,7 @@ import functools
 import importlib
 
 from harness.adapters.signature import bind_by_name
+from harness.core.device import triton_compiles_for_nvidia
 from harness.core.registry import CostLimit, KnownDeviation, Unsupported
 
 SPARSE_MODULE = "vllm.v1.attention.ops.rocm_aiter_mla_sparse"
@@ -41,22 +42,14 @@ SPARSE_ENTRIES = {
 }
 
 
-def _compiled_for_nvidia() -> bool:
-    from harness.core.device import has_gpu, triton_interpreted
-
-    import torch
-
-    return has_gpu() and not triton_interpreted() and torch.version.hip is None
-
-
 DECLARED = {"vllm-torch": {"fp8_paged_mqa_logits": {
     "cuda_graph": "not capturable: it loops over the requests in Python and reads each one's "
                   "length on the host (.item())"}}, "vllm-triton": {
     "fp8_paged_mqa_logits": {"outside_window": "unwritten",
-                             **({"accumulation": "fp8-mma"} if _compiled_for_nvidia() else {})},
+                             **({"accumulation": "fp8-mma"} if triton_compiles_for_nvidia() else {})},
     "indexer_k_quant_and_cache": {"kv_layout": "shuffle16",
                                   **({"fp32_division": "approximate"}
-                                     if _compiled_for_nvidia() else {})},
+                                     if triton_compiles_for_nvidia() else {})},
 }}
 ALIASES = {"q_fp8": "q", "kv_cache_fp8": "kv_cache"}
 BF16_SCORE_U = 2 ** 16

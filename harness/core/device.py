@@ -51,6 +51,12 @@ def configure_triton(cpu_tensors: bool = False) -> None:
         interpreter_speed.install()
 
 
+def triton_compiles_for_nvidia() -> bool:
+    """Whether Triton kernels imported now are compiled for an NVIDIA GPU (not interpreted, not
+    ROCm): what the vendors' declarations of fp8 tensor-core arithmetic depend on."""
+    return has_gpu() and not triton_interpreted() and torch.version.hip is None
+
+
 def describe() -> dict[str, str]:
     """Versions and hardware, for reports."""
     info = {"torch": torch.__version__, "device": default_device(),
