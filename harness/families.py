@@ -19,15 +19,16 @@ _FAMILIES: tuple[Family, ...] | None = None
 def load() -> tuple[Family, ...]:
     global _FAMILIES
     if _FAMILIES is None:
-        from harness.core.device import configure_triton  # torch, only when kernels are wanted
+        from harness.core import device  # torch, only when kernels are wanted
 
-        configure_triton()
+        device.configure_triton()
         import kernels  # the engine's one import of the kernels (suites/test_import_layers.py)
 
         _FAMILIES = tuple(kernels.FAMILIES)
         from harness.adapters import load_all
 
         load_all()
+        device.kernels_imported = True
     return _FAMILIES
 
 

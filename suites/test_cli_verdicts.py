@@ -2,6 +2,7 @@
 implementation loaded from a file outside the repository with --impl-module."""
 
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -196,3 +197,22 @@ def test_an_interpreter_the_harness_turned_on_is_not_handed_to_its_children(monk
     assert "TRITON_INTERPRET" not in child_env()
     monkeypatch.setattr(device, "interpreter_turned_on_here", False)
     assert child_env()["TRITON_INTERPRET"] == "1"
+
+
+def test_a_cpu_tensor_run_after_the_kernels_are_imported_turns_no_interpreter_on(monkeypatch):
+    """Triton makes a kernel compiled or interpreted when it is decorated: on a GPU host whose
+    kernels are imported, an in-process ``--device cpu`` run (a fuzz test's) must leave
+    TRITON_INTERPRET off, or every later check of it in that worker (AITER's launch options,
+    the sweep's interpreter limits) would treat compiled kernels as interpreted."""
+    from harness.core import device
+
+    monkeypatch.setattr(device, "has_gpu", lambda: True)
+    monkeypatch.setattr(device, "interpreter_turned_on_here", False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(device, "kernels_imported", True)
+    device.configure_triton.__wrapped__(cpu_tensors=True)
+    assert "TRITON_INTERPRET" not in os.environ
+    monkeypatch.setattr(device, "kernels_imported", False)
+    monkeypatch.setattr(device, "triton_interpreted", lambda: False)  # no interpreter patches
+    device.configure_triton.__wrapped__(cpu_tensors=True)
+    assert os.environ.get("TRITON_INTERPRET") == "1"

@@ -26,6 +26,15 @@ processes are then not handed it (:func:`harness.subprocess_env.child_env`), and
 their own device, as this process did."""
 
 
+kernels_imported = False
+"""Set by ``harness.families.load`` once the kernels and the vendors' Triton kernels are imported.
+Triton made each compiled or interpreted when it was decorated, so from then on
+``configure_triton`` turns the interpreter on no more: it would change no kernel and mislead
+every later check of TRITON_INTERPRET in the process (a GPU pytest worker that ran a CPU-tensor
+``harness fuzz`` in-process kept AITER's AMD-only launch options and skipped large Triton
+cases as if interpreted)."""
+
+
 @functools.cache
 def configure_triton(cpu_tensors: bool = False) -> None:
     """Turn on the Triton interpreter when there is no GPU, or when the run asks for CPU
@@ -39,7 +48,8 @@ def configure_triton(cpu_tensors: bool = False) -> None:
     language (:mod:`kernels.runtime.interpreter_speed`).
     """
     global interpreter_turned_on_here
-    if (cpu_tensors or not has_gpu()) and "TRITON_INTERPRET" not in os.environ:
+    if (cpu_tensors or not has_gpu()) and "TRITON_INTERPRET" not in os.environ \
+            and not kernels_imported:
         if os.environ.get("HARNESS_NO_TRITON_INTERPRET", "0") in ("", "0"):
             os.environ["TRITON_INTERPRET"] = "1"
             interpreter_turned_on_here = True
